@@ -1,0 +1,1 @@
+//! Simulated flash devices for DFFS (placeholder; see issue 2).
