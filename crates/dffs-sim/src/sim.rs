@@ -512,6 +512,18 @@ impl SimFlash {
         }
     }
 
+    /// Bytes a NAND operation moves over the bus: the data bytes, plus the whole OOB area when
+    /// the operation touches the OOB at all (controllers move the spare area as one piece, so a
+    /// full-page operation costs exactly the preset's full-page time).
+    fn nand_transfer_bytes(&self, data: usize, oob: usize) -> u64 {
+        let oob = if oob == 0 {
+            0
+        } else {
+            self.geo.oob_size as usize
+        };
+        (data + oob) as u64
+    }
+
     fn ecc_step(&self) -> usize {
         let s = self.geo.ecc_step as usize;
         if s == 0 || s > self.geo.page_size as usize {
@@ -688,7 +700,7 @@ impl SimFlash {
         {
             return Err(FlashError::OutOfRange);
         }
-        let bytes = (data.len() + oob.len()) as u64;
+        let bytes = self.nand_transfer_bytes(data.len(), oob.len());
         self.stats
             .charge_read(bytes, self.preset.timing.read_cost_ps(bytes));
         let off = offset as usize;
@@ -878,7 +890,7 @@ impl SimFlash {
                 return Err(FlashError::NotErased);
             }
         }
-        let bytes = (data.len() + oob.len()) as u64;
+        let bytes = self.nand_transfer_bytes(data.len(), oob.len());
         let cut = self.start_op();
         self.stats
             .charge_program(bytes, self.preset.timing.program_cost_ps(bytes));
@@ -1014,9 +1026,10 @@ impl SimFlash {
         }
         let first = self.geo.first_page(block);
         let at = self.geo.page_size as usize;
-        let cost = self.preset.timing.read_cost_ps(2);
+        let bytes = self.nand_transfer_bytes(0, 2);
+        let cost = self.preset.timing.read_cost_ps(bytes);
         for p in first..first + 2 {
-            self.stats.charge_read(2, cost);
+            self.stats.charge_read(bytes, cost);
             let raw = self.page_raw(p);
             if raw[at] != 0xFF || raw[at + 1] != 0xFF {
                 return Ok(true);
@@ -1032,10 +1045,11 @@ impl SimFlash {
         }
         let first = self.geo.first_page(block);
         let at = self.geo.page_size as usize;
-        let cost = self.preset.timing.program_cost_ps(2);
+        let bytes = self.nand_transfer_bytes(0, 2);
+        let cost = self.preset.timing.program_cost_ps(bytes);
         for p in first..first + 2 {
             let cut = self.start_op();
-            self.stats.charge_program(2, cost);
+            self.stats.charge_program(bytes, cost);
             if cut {
                 let (a, b) = (self.rng.byte(), self.rng.byte());
                 let raw = self.page_mut(p);

@@ -15,9 +15,9 @@ pub struct Stats {
     pub programs: u64,
     /// Erase operations (including failed and power-cut ones).
     pub erases: u64,
-    /// Bytes transferred by reads (data plus OOB).
+    /// Bytes transferred by reads (data, plus the whole OOB area for NAND reads that read OOB).
     pub bytes_read: u64,
-    /// Bytes transferred by programs (data plus OOB).
+    /// Bytes transferred by programs (data, plus the whole OOB area for NAND programs with OOB).
     pub bytes_programmed: u64,
     /// Simulated time spent reading.
     pub read_ps: u64,
