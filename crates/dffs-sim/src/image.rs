@@ -13,6 +13,7 @@ use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dffs::{FlashKind, Geometry};
 use serde::{Deserialize, Serialize};
@@ -189,7 +190,9 @@ fn write_atomic(
         .ok_or_else(|| SimError::image(path, "not a file path"))?;
     let mut tmp_name = OsString::from(".");
     tmp_name.push(name);
-    tmp_name.push(format!(".tmp{}", std::process::id()));
+    static SAVES: AtomicU64 = AtomicU64::new(0);
+    let n = SAVES.fetch_add(1, Ordering::Relaxed);
+    tmp_name.push(format!(".tmp{}-{n}", std::process::id()));
     let tmp = path.with_file_name(tmp_name);
     let result = (|| {
         let file = File::create(&tmp)?;
@@ -327,9 +330,7 @@ impl SimFlash {
             .geometry
             .to_geometry()
             .ok_or_else(|| bad(format!("unknown flash kind {:?}", s.geometry.kind)))?;
-        geometry
-            .validate()
-            .map_err(|why| bad(format!("bad geometry: {why}")))?;
+        crate::sim::check_geometry(&geometry).map_err(|why| bad(format!("bad geometry: {why}")))?;
         if s.layout != layout_name(geometry.kind) || s.image_bytes != image_bytes(&geometry) {
             return Err(bad(
                 "layout or image size does not match the geometry".into()
@@ -341,6 +342,17 @@ impl SimFlash {
             endurance: s.endurance,
             ..base
         };
+        // Check the image before allocating anything for the device it claims to be.
+        let len = fs::metadata(path).map_err(|e| SimError::io(path, e))?.len();
+        if len != s.image_bytes {
+            return Err(SimError::image(
+                path,
+                format!(
+                    "image is {len} B but its sidecar says {} B (interrupted copy or save?)",
+                    s.image_bytes
+                ),
+            ));
+        }
         let mut sim = SimFlash::blank(preset, s.options)?;
         let g = sim.geo;
         let blocks = g.blocks;

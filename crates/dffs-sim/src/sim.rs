@@ -95,6 +95,43 @@ fn check_rate(name: &str, rate: f64) -> Result<(), SimError> {
     }
 }
 
+/// Largest raw page (data plus OOB) the simulator accepts.
+const MAX_RAW_PAGE: u32 = 1 << 20;
+/// Most pages the simulator accepts (64 GiB of 2 KiB pages).
+const MAX_PAGES: u32 = 1 << 25;
+
+/// Checks that a geometry is usable by the simulator, without any arithmetic that could
+/// overflow on hostile numbers (a sidecar may hold anything).
+pub(crate) fn check_geometry(g: &Geometry) -> Result<(), &'static str> {
+    let raw = g
+        .page_size
+        .checked_add(g.oob_size)
+        .ok_or("page too large")?;
+    if raw > MAX_RAW_PAGE {
+        return Err("page too large");
+    }
+    g.page_size
+        .checked_mul(g.pages_per_block)
+        .ok_or("erase block too large")?;
+    let pages = g
+        .pages_per_block
+        .checked_mul(g.blocks)
+        .ok_or("too many pages")?;
+    if pages > MAX_PAGES {
+        return Err("too many pages");
+    }
+    g.validate()?;
+    if g.kind == FlashKind::Nand {
+        if g.oob_size < 2 || g.oob_free_offset < 2 {
+            return Err("NAND OOB needs the bad-block marker in bytes 0-1 outside the free area");
+        }
+        if g.ecc_strength > 0 && (g.ecc_step == 0 || g.page_size % g.ecc_step != 0) {
+            return Err("the ECC step must divide the page size");
+        }
+    }
+    Ok(())
+}
+
 /// Most factory bad blocks a device may have: 2% of its blocks on NAND, none on NOR.
 pub fn max_factory_bad(geometry: &Geometry) -> u32 {
     match geometry.kind {
@@ -209,16 +246,8 @@ impl SimFlash {
     /// An erased device with no factory bad blocks chosen yet.
     pub(crate) fn blank(preset: Preset, options: SimOptions) -> Result<SimFlash, SimError> {
         let g = preset.geometry;
-        g.validate()
+        check_geometry(&g)
             .map_err(|why| SimError::Options(format!("preset {}: {why}", preset.name)))?;
-        if g.kind == FlashKind::Nand && (g.oob_size < 2 || g.oob_free_offset < 2) {
-            return Err(SimError::Options(
-                "NAND OOB needs the bad-block marker in bytes 0-1 outside the free area".into(),
-            ));
-        }
-        if g.kind == FlashKind::Nand && g.ecc_strength > 0 && g.ecc_step == 0 {
-            return Err(SimError::Options("ECC step must not be 0".into()));
-        }
         options.validate(&g)?;
         let pages = g.total_pages() as usize;
         let raw = (g.page_size + g.oob_size) as usize;

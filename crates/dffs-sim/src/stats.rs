@@ -91,24 +91,25 @@ impl Stats {
         ps_to_us(self.erase_ps)
     }
 
+    // Saturating: timing comes from presets or sidecars and must not be able to overflow.
     pub(crate) fn charge_read(&mut self, bytes: u64, ps: u64) {
-        self.reads += 1;
-        self.bytes_read += bytes;
-        self.read_ps += ps;
-        self.sim_ps += ps;
+        self.reads = self.reads.saturating_add(1);
+        self.bytes_read = self.bytes_read.saturating_add(bytes);
+        self.read_ps = self.read_ps.saturating_add(ps);
+        self.sim_ps = self.sim_ps.saturating_add(ps);
     }
 
     pub(crate) fn charge_program(&mut self, bytes: u64, ps: u64) {
-        self.programs += 1;
-        self.bytes_programmed += bytes;
-        self.program_ps += ps;
-        self.sim_ps += ps;
+        self.programs = self.programs.saturating_add(1);
+        self.bytes_programmed = self.bytes_programmed.saturating_add(bytes);
+        self.program_ps = self.program_ps.saturating_add(ps);
+        self.sim_ps = self.sim_ps.saturating_add(ps);
     }
 
     pub(crate) fn charge_erase(&mut self, ps: u64) {
-        self.erases += 1;
-        self.erase_ps += ps;
-        self.sim_ps += ps;
+        self.erases = self.erases.saturating_add(1);
+        self.erase_ps = self.erase_ps.saturating_add(ps);
+        self.sim_ps = self.sim_ps.saturating_add(ps);
     }
 }
 

@@ -178,6 +178,10 @@ fn malformed_sidecars_are_errors() {
             "\"unstable_pages\": [{\"page\": 1, \"weak\": \"zz\"}]",
         ),
         good.replace("\"bitflip_rate\": 0.0", "\"bitflip_rate\": 7.0"),
+        good.replace("\"page_size\": 2048", "\"page_size\": 2147483648"),
+        good.replace("\"pages_per_block\": 64", "\"pages_per_block\": 4294967295"),
+        good.replace("\"erase_counts\": [", "\"erase_counts\": [1,"),
+        good.replace("\"image_bytes\": 540672", "\"image_bytes\": 1"),
     ];
     for (i, text) in cases.iter().enumerate() {
         assert_ne!(text, &good, "case {i} did not change the sidecar");
