@@ -14,6 +14,48 @@
 //!   [`SimFlash::open_raw`]; NAND images interleave each page's data and OOB as
 //!   `nanddump --oob` does, with a JSON sidecar `<image>.sim` for the simulator state.
 //!
+//! # Behaviour a file system can rely on
+//!
+//! - **Rules** (each violation is an error and changes nothing, costs nothing, and is not
+//!   counted as an operation): NAND programs only erased bytes (every byte of the programmed data
+//!   range and OOB range must be 0xFF, else `NotErased`); NOR programs only clear bits; at most
+//!   `nop` programs per page between erases (`NopExceeded`); in-order devices refuse a page below
+//!   the highest programmed page of its block (`OutOfOrder`); data offsets and lengths are
+//!   multiples of `program_unit` (`Misaligned`); NOR programs stay inside one program page
+//!   (`CrossesPage`); everything else outside the device, page or free OOB is `OutOfRange`.
+//!   Priority when several apply: `OutOfRange`/`CrossesPage`, `Misaligned`, `NopExceeded`,
+//!   `OutOfOrder`, `NotErased`. A program with empty data and empty OOB is a no-op.
+//! - **OOB**: the OOB slices address the free OOB bytes only (index 0 = the first free byte).
+//!   The image holds the whole spare area: bad-block marker in bytes 0-1, free bytes, and ECC
+//!   bytes (a deterministic checksum of each 512 B step, written when the step is programmed).
+//! - **Time**: a read costs `read_setup + bytes × read_byte`, a program
+//!   `prog_setup + bytes × prog_byte`, an erase `erase`. On NAND, `bytes` is the data bytes plus
+//!   the whole OOB area if the operation touches the OOB at all (controllers move the spare area
+//!   as one piece), so a full-page operation costs exactly [`Preset::read_page_ps`] /
+//!   [`Preset::program_page_ps`]. `is_bad` charges one OOB read per marker page checked (1 or 2)
+//!   and `mark_bad` one OOB program per marker page (2, and they count as 2 program operations
+//!   for power cuts).
+//! - **Power cuts** ([`SimFlash::cut_power_after`]): the cut program leaves its target range
+//!   partly programmed; the cut erase leaves each page of the block erased, untouched or with
+//!   random bits set back to 1. The pages concerned become *unstable* until their block is
+//!   erased successfully: a NAND read of an unstable page reports `Uncorrectable` with
+//!   probability [`UNSTABLE_UNCORRECTABLE_RATE`], otherwise the partial data with up to two extra
+//!   weak bits flipped, reported `Clean` (only CRCs catch this). NOR reads of the partly
+//!   programmed bits vary from read to read. After the cut, every operation returns `PowerLoss`
+//!   until [`SimFlash::power_up`].
+//! - **Bit flips**: transient ones (rate per bit read) and injected ones are counted per ECC
+//!   codeword read (each 512 B step touched, and the free OOB bytes as one more codeword): up to
+//!   the ECC strength the data is correct and the status `Corrected(n)` (n = worst codeword);
+//!   beyond it the flips are in the data and the status is `Uncorrectable`. NOR has no ECC: its
+//!   flips are silent.
+//! - **Bad blocks**: factory bad blocks carry the marker in OOB bytes 0-1 of pages 0 and 1 and
+//!   fail every program and erase. A grown bad block (failed program or erase) fails every later
+//!   program and erase but is *not* marked: the file system marks it with `mark_bad`, which works
+//!   on any block. Failed programs and erases leave partial contents like power cuts do.
+//! - **Determinism**: every random choice comes from [`SimOptions::seed`]; the same seed and the
+//!   same operations give the same results, also across [`SimFlash::save`] and
+//!   [`SimFlash::open`].
+//!
 //! ```
 //! use dffs::{EccStatus, Flash};
 //! use dffs_sim::{preset, SimFlash};
