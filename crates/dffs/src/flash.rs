@@ -220,8 +220,13 @@ pub trait Flash {
     /// Programs `data` into the data area of `page` at `offset`, and (NAND) `oob` into the free
     /// OOB bytes of the page, in one program operation. Offsets and lengths are multiples of the
     /// program unit; the range stays inside one page.
-    fn program(&mut self, page: u32, offset: u32, data: &[u8], oob: &[u8])
-        -> Result<(), FlashError>;
+    fn program(
+        &mut self,
+        page: u32,
+        offset: u32,
+        data: &[u8],
+        oob: &[u8],
+    ) -> Result<(), FlashError>;
 
     /// Erases `block` (all its pages become all-ones, OOB included).
     fn erase(&mut self, block: u32) -> Result<(), FlashError>;

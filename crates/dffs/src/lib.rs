@@ -1,14 +1,34 @@
 //! DFFS, a direct flash file system for raw NAND and NOR flash.
 //!
-//! Layers, from the device up (data flows one way, each layer only calls the one below):
+//! Layers, from the device up (data flows one way, each layer only calls the ones below):
 //! - [`flash`]: the device model (NAND and NOR behind one trait) and the `embedded-storage`
 //!   adapter.
+//! - [`medium`]: byte-addressed access with counters and ECC bookkeeping.
+//! - [`store`]: the block manager (allocation, wear, bad blocks) and the log heads.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 extern crate alloc;
 
+pub mod checkpoint;
+pub mod codec;
+pub mod dir;
+pub mod error;
+pub mod file;
 pub mod flash;
+pub mod fs;
+pub mod journal;
+pub mod layout;
+pub mod map;
+pub mod medium;
+pub mod node;
+pub mod store;
+pub mod types;
 
+pub use error::{Error, Result};
 pub use flash::{EccStatus, Flash, FlashError, FlashKind, Geometry, NorFlashDevice};
+pub use fs::io_types::Fh;
+pub use fs::{Config, DirEntry, FileKind, Fs, GcReport, Info, OpenFlags, SetAttr, Stat, StatFs};
+pub use layout::{Addr, FormatOptions, Params};
+pub use types::{Attrs, Clock, Ino, NoClock, Time, ROOT_INO};

@@ -1,0 +1,411 @@
+//! Checkpoints and the anchor blocks that hold them.
+//!
+//! Owns the [`Checkpoint`] record (format parameters plus the roots of every on-flash structure:
+//! inode map, block table pages, journal start, open heads, swapped bad blocks, orphans) and the
+//! two anchor blocks it is written to: each checkpoint is written twice (two consecutive slots),
+//! slots fill an anchor block in order, and when one block is full the other is erased and
+//! used. Mount finds the newest checkpoint with a few reads: the first slot of each anchor, then
+//! a binary search for the last used slot. It must never decide *when* to checkpoint.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::codec::Reader;
+use crate::error::{Error, Result};
+use crate::flash::{Flash, FlashError, FlashKind};
+use crate::layout::{Addr, Params, MAX_HEADS, NODE_HEADER};
+use crate::node::{self, NodeBuilder, NodeType, OobTag, Probe, OOB_TAG_LEN};
+use crate::store::{Remap, Store};
+use crate::types::Ino;
+
+/// Checkpoint flag: written by a clean unmount (nothing was written after it).
+pub const CP_CLEAN: u16 = 1;
+
+/// Blocks at the start of the device where anchors may live (mount looks only there).
+pub const ANCHOR_AREA: u32 = 8;
+
+/// Everything mount needs to find the file system.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Format parameters.
+    pub params: Params,
+    /// [`CP_CLEAN`] and reserved bits.
+    pub flags: u16,
+    /// Checkpoint counter.
+    pub cp_number: u64,
+    /// Next sequence number to hand out.
+    pub next_seq: u64,
+    /// Next transaction id.
+    pub next_tid: u64,
+    /// Root of the inode map.
+    pub map_root: Addr,
+    /// Depth of the inode map (1: the root is a leaf).
+    pub map_depth: u8,
+    /// Lowest inode number that may be free.
+    pub ino_hint: u32,
+    /// One more than the highest inode number ever used.
+    pub ino_high: u32,
+    /// Number of files (regular and symlinks).
+    pub files: u32,
+    /// Number of directories.
+    pub dirs: u32,
+    /// Block table pages, in block order.
+    pub bt_pages: Vec<Addr>,
+    /// Journal block where replay starts.
+    pub journal_block: u32,
+    /// Byte offset in that block where replay starts.
+    pub journal_off: u32,
+    /// Block set aside for the journal to continue in.
+    pub journal_next: u32,
+    /// Open heads at the time of the checkpoint: (block, offset); only used after a clean
+    /// unmount.
+    pub heads: [(u32, u32); MAX_HEADS],
+    /// Swapped-out bad blocks.
+    pub remaps: Vec<Remap>,
+    /// Files unlinked while still open: (inode, inode node address); freed at mount.
+    pub orphans: Vec<(Ino, Addr)>,
+}
+
+impl Checkpoint {
+    /// Encodes as a node.
+    pub fn encode(&self) -> NodeBuilder {
+        let mut nb = NodeBuilder::new(NodeType::Checkpoint, 0, 0, 512);
+        let w = &mut nb.w;
+        self.params.encode(w);
+        w.u16(self.flags).u16(0);
+        w.u64(self.cp_number).u64(self.next_seq).u64(self.next_tid);
+        w.u32(self.map_root.0).u8(self.map_depth).u8(0).u16(0);
+        w.u32(self.ino_hint)
+            .u32(self.ino_high)
+            .u32(self.files)
+            .u32(self.dirs);
+        w.u32(self.journal_block)
+            .u32(self.journal_off)
+            .u32(self.journal_next);
+        for (b, o) in self.heads {
+            w.u32(b).u32(o);
+        }
+        w.u32(self.bt_pages.len() as u32);
+        for a in &self.bt_pages {
+            w.u32(a.0);
+        }
+        w.u32(self.remaps.len() as u32);
+        for r in &self.remaps {
+            w.u32(r.logical).u32(r.physical);
+        }
+        w.u32(self.orphans.len() as u32);
+        for (i, a) in &self.orphans {
+            w.u32(*i).u32(a.0);
+        }
+        nb
+    }
+
+    /// Decodes and sanity-checks a checkpoint body.
+    pub fn decode(body: &[u8]) -> Result<Checkpoint> {
+        let mut r = Reader::new(body);
+        let params = Params::decode(&mut r)?;
+        let blocks = params.geometry.blocks;
+        let flags = r.u16()?;
+        r.u16()?;
+        let cp_number = r.u64()?;
+        let next_seq = r.u64()?;
+        let next_tid = r.u64()?;
+        let map_root = Addr(r.u32()?);
+        let map_depth = r.u8()?;
+        r.u8()?;
+        r.u16()?;
+        let ino_hint = r.u32()?;
+        let ino_high = r.u32()?;
+        let files = r.u32()?;
+        let dirs = r.u32()?;
+        let journal_block = r.u32()?;
+        let journal_off = r.u32()?;
+        let journal_next = r.u32()?;
+        let mut heads = [(u32::MAX, 0); MAX_HEADS];
+        for h in heads.iter_mut() {
+            *h = (r.u32()?, r.u32()?);
+        }
+        let n = r.u32()? as usize;
+        if n > r.remaining() / 4 {
+            return Err(Error::Corrupt);
+        }
+        let mut bt_pages = Vec::with_capacity(n);
+        for _ in 0..n {
+            let a = Addr(r.u32()?);
+            if !params.addr_valid(a) {
+                return Err(Error::Corrupt);
+            }
+            bt_pages.push(a);
+        }
+        let n = r.u32()? as usize;
+        if n > r.remaining() / 8 {
+            return Err(Error::Corrupt);
+        }
+        let mut remaps = Vec::with_capacity(n);
+        for _ in 0..n {
+            let rm = Remap {
+                logical: r.u32()?,
+                physical: r.u32()?,
+            };
+            if rm.logical >= blocks || rm.physical >= blocks {
+                return Err(Error::Corrupt);
+            }
+            remaps.push(rm);
+        }
+        let n = r.u32()? as usize;
+        if n > r.remaining() / 8 {
+            return Err(Error::Corrupt);
+        }
+        let mut orphans = Vec::with_capacity(n);
+        for _ in 0..n {
+            orphans.push((r.u32()?, Addr(r.u32()?)));
+        }
+        let per = params.bt_entries();
+        let map_ok = (map_root.is_none() && map_depth == 0)
+            || (params.addr_valid(map_root) && (1..=6).contains(&map_depth));
+        if journal_block >= blocks
+            || journal_off >= params.geometry.block_size()
+            || (journal_next != u32::MAX && journal_next >= blocks)
+            || bt_pages.len() as u64 != (blocks as u64).div_ceil(per as u64)
+            || !map_ok
+            || ino_hint == 0
+            || ino_high < 2
+            || heads
+                .iter()
+                .any(|&(b, o)| b != u32::MAX && (b >= blocks || o > params.geometry.block_size()))
+        {
+            return Err(Error::Corrupt);
+        }
+        Ok(Checkpoint {
+            params,
+            flags,
+            cp_number,
+            next_seq,
+            next_tid,
+            map_root,
+            map_depth,
+            ino_hint,
+            ino_high,
+            files,
+            dirs,
+            bt_pages,
+            journal_block,
+            journal_off,
+            journal_next,
+            heads,
+            remaps,
+            orphans,
+        })
+    }
+}
+
+/// Where the newest checkpoint was found, and where the next one goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnchorPos {
+    /// Index (0 or 1) into `params.anchors` of the block holding the newest checkpoint.
+    pub anchor: usize,
+    /// Slot of its first copy.
+    pub slot: u32,
+    /// Whether the next checkpoint may go into the following slots of the same block (only
+    /// when nothing can have been programmed after the newest checkpoint).
+    pub may_append: bool,
+}
+
+fn slots_per_block(p: &Params) -> u32 {
+    p.geometry.block_size() / p.cp_slot
+}
+
+/// Reads the checkpoint at `slot` of logical block `block`, if valid.
+fn read_slot<F: Flash>(
+    st: &mut Store<F>,
+    block: u32,
+    slot: u32,
+    cp_slot: u32,
+) -> Result<Option<Checkpoint>> {
+    let bs = st.p.geometry.block_size() as u64;
+    let pos = block as u64 * bs + slot as u64 * cp_slot as u64;
+    let mut buf = vec![0u8; cp_slot as usize];
+    let st_ecc = st.m.read_status(st_phys_pos(st, pos), &mut buf);
+    match st_ecc {
+        Ok(crate::flash::EccStatus::Uncorrectable) | Err(Error::Io) => return Ok(None),
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    match node::probe(&buf, cp_slot) {
+        Probe::Header(h) if h.typ == NodeType::Checkpoint => match node::verify(&buf, &h) {
+            Ok(body) => Ok(Checkpoint::decode(body).ok()),
+            Err(_) => Ok(None),
+        },
+        _ => Ok(None),
+    }
+}
+
+fn st_phys_pos<F: Flash>(st: &Store<F>, pos: u64) -> u64 {
+    let bs = st.p.geometry.block_size() as u64;
+    st.phys((pos / bs) as u32) as u64 * bs + pos % bs
+}
+
+/// Whether the slot's first bytes were ever programmed.
+fn slot_used<F: Flash>(st: &mut Store<F>, block: u32, slot: u32, cp_slot: u32) -> Result<bool> {
+    let bs = st.p.geometry.block_size() as u64;
+    let pos = block as u64 * bs + slot as u64 * cp_slot as u64;
+    let mut buf = [0u8; 16];
+    match st.m.read_status(st_phys_pos(st, pos), &mut buf) {
+        Ok(crate::flash::EccStatus::Uncorrectable) => Ok(true),
+        Ok(_) => Ok(buf.iter().any(|&b| b != 0xFF)),
+        Err(Error::Io) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads the newest valid checkpoint in anchor `block` (both copies of each pair are tried,
+/// newest pair first).
+fn newest_in_block<F: Flash>(
+    st: &mut Store<F>,
+    block: u32,
+    cp_slot: u32,
+) -> Result<Option<(Checkpoint, u32)>> {
+    let pairs = slots_per_block(&st.p) / 2;
+    // Binary search for the first unused pair.
+    let (mut lo, mut hi) = (0u32, pairs);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if slot_used(st, block, mid * 2, cp_slot)? {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let mut j = lo;
+    while j > 0 {
+        j -= 1;
+        for s in [j * 2, j * 2 + 1] {
+            if let Some(cp) = read_slot(st, block, s, cp_slot)? {
+                return Ok(Some((cp, j * 2)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Finds the newest checkpoint on the device. `st.p` only needs a correct geometry; the
+/// parameters found are returned inside the checkpoint.
+pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos)> {
+    let g = st.p.geometry;
+    let area = ANCHOR_AREA.min(g.blocks);
+    // Any valid first slot names both anchors.
+    let mut found: Option<Checkpoint> = None;
+    for b in 0..area {
+        for slot in [0u32, 1] {
+            let cp_slot = match g.kind {
+                FlashKind::Nand => g.page_size,
+                FlashKind::Nor => st.p.cp_slot,
+            };
+            if let Some(cp) = read_slot(st, b, slot, cp_slot)? {
+                if cp.params.geometry == g {
+                    found = Some(cp);
+                    break;
+                }
+            }
+        }
+        if found.is_some() {
+            break;
+        }
+    }
+    let first = found.ok_or(Error::NoFileSystem)?;
+    let p = first.params;
+    st.p = p;
+    st.remaps = first.remaps.clone();
+    let mut best: Option<(Checkpoint, AnchorPos)> = None;
+    for (i, &ab) in p.anchors.iter().enumerate() {
+        if let Some((cp, slot)) = newest_in_block(st, ab, p.cp_slot)? {
+            if cp.params.fs_id != p.fs_id {
+                continue;
+            }
+            let better = match &best {
+                None => true,
+                Some((b, _)) => cp.cp_number > b.cp_number,
+            };
+            if better {
+                let may_append = cp.flags & CP_CLEAN != 0;
+                best = Some((
+                    cp,
+                    AnchorPos {
+                        anchor: i,
+                        slot,
+                        may_append,
+                    },
+                ));
+            }
+        }
+    }
+    let (cp, pos) = best.ok_or(Error::NoFileSystem)?;
+    st.p = cp.params;
+    st.remaps = cp.remaps.clone();
+    Ok((cp, pos))
+}
+
+/// Writes checkpoint `cp` (two copies) after `pos`, erasing and switching anchor blocks when
+/// needed. Returns the new position.
+pub fn write<F: Flash>(
+    st: &mut Store<F>,
+    cp: &Checkpoint,
+    pos: Option<AnchorPos>,
+) -> Result<AnchorPos> {
+    let p = st.p;
+    let per = slots_per_block(&p);
+    let (anchor, slot) = match pos {
+        Some(AnchorPos {
+            anchor,
+            slot,
+            may_append: true,
+        }) if slot + 3 < per => (anchor, slot + 2),
+        Some(AnchorPos { anchor, .. }) => (1 - anchor, 0),
+        None => (0, 0),
+    };
+    let block = p.anchors[anchor];
+    if slot == 0 {
+        let pb = st.phys(block);
+        st.blocks[block as usize].ec = st.blocks[block as usize].ec.saturating_add(1);
+        match st.m.erase(pb) {
+            Ok(()) => {}
+            Err(FlashError::PowerLoss) => return Err(Error::PowerLoss),
+            Err(_) => return Err(Error::Io),
+        }
+    }
+    let bytes = cp.encode().finish(st.seq, p.unit());
+    st.seq += 1;
+    if bytes.len() > p.cp_slot as usize {
+        return Err(Error::NoMemory);
+    }
+    let g = p.geometry;
+    let mut data = bytes.clone();
+    let unit = g.program_unit as usize;
+    data.resize(data.len().div_ceil(unit) * unit, 0);
+    if data.len() > p.cp_slot as usize {
+        data.truncate(p.cp_slot as usize);
+    }
+    let bs = g.block_size() as u64;
+    for copy in 0..2u32 {
+        let pos = block as u64 * bs + (slot + copy) as u64 * p.cp_slot as u64;
+        let ppos = st_phys_pos(st, pos);
+        let tag = OobTag::nodes(cp.cp_number).encode();
+        let oob: &[u8] = match g.kind {
+            FlashKind::Nand => &tag[..OOB_TAG_LEN.min(g.oob_free_len as usize)],
+            FlashKind::Nor => &[],
+        };
+        match st.m.program(ppos, &data, oob) {
+            Ok(()) => {}
+            Err(FlashError::PowerLoss) => return Err(Error::PowerLoss),
+            Err(_) => return Err(Error::Io),
+        }
+    }
+    Ok(AnchorPos {
+        anchor,
+        slot,
+        may_append: true,
+    })
+}
+
+/// Size of a checkpoint node header, for callers budgeting slot space.
+pub const CP_HEADER: u32 = NODE_HEADER;

@@ -1,0 +1,1259 @@
+//! File handles and data: open/close, read/write/truncate, the write-back data cache, the
+//! uncommitted overlay of each open file, commit (fsync, close, O_SYNC), sync, transactions,
+//! and the space budget.
+//!
+//! An open file's writes go to its overlay (new block addresses, new size, the smallest size it
+//! was truncated to) and are invisible to checkpoints until a commit journals them in one
+//! record, so after a power cut a file holds exactly the content of one of its commits.
+
+use alloc::collections::BTreeMap;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::Fs;
+use crate::error::{Error, Result};
+use crate::file::{blocks_for, inline_limit, Content, FileNode, Index};
+use crate::flash::{EccStatus, Flash, FlashKind};
+use crate::journal::{max_commit_extents, Record, Tid};
+use crate::layout::{Addr, LogKind};
+use crate::map::MapEntry;
+use crate::node::{NodeBuilder, NodeType, OobTag, OOB_TAG_LEN, TAG_DATA};
+use crate::store::{BlockInfo, BlockState, Priority, DATA_HEADER};
+use crate::types::{ExtentMap, Ino, Time};
+
+/// How a file is opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenFlags {
+    /// Reading allowed.
+    pub read: bool,
+    /// Writing allowed.
+    pub write: bool,
+    /// Every write goes to the end of the file.
+    pub append: bool,
+    /// Every write is committed and durable before it returns (`O_SYNC`).
+    pub sync: bool,
+    /// Truncate to zero at open (`O_TRUNC`).
+    pub truncate: bool,
+}
+
+impl OpenFlags {
+    /// Read-only.
+    pub const READ: OpenFlags = OpenFlags {
+        read: true,
+        write: false,
+        append: false,
+        sync: false,
+        truncate: false,
+    };
+    /// Read and write.
+    pub const RW: OpenFlags = OpenFlags {
+        read: true,
+        write: true,
+        append: false,
+        sync: false,
+        truncate: false,
+    };
+}
+
+/// A file handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fh(pub u32);
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Handle {
+    pub ino: Ino,
+    pub flags: OpenFlags,
+}
+
+/// Uncommitted changes of an open file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overlay {
+    /// Current size.
+    pub size: u64,
+    /// Current modification time.
+    pub mtime: Time,
+    /// Current change time.
+    pub ctime: Time,
+    /// Smallest size the file was truncated to since the last commit.
+    pub trunc_to: Option<u64>,
+    /// Blocks written to flash since the last commit (provisional until committed).
+    pub extents: ExtentMap,
+    /// The whole content while the file is small enough to stay inline.
+    pub inline: Option<Vec<u8>>,
+}
+
+/// An open inode: handle count, overlay, and (after unlink) the file itself.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OpenInode {
+    pub refs: u32,
+    pub overlay: Option<Overlay>,
+    pub orphan: Option<FileNode>,
+}
+
+impl OpenInode {
+    pub fn ram_bytes(&self) -> usize {
+        core::mem::size_of::<Self>()
+            + self
+                .overlay
+                .as_ref()
+                .map(|o| {
+                    o.extents.ram_bytes() + o.inline.as_ref().map(|v| v.capacity()).unwrap_or(0)
+                })
+                .unwrap_or(0)
+            + self
+                .orphan
+                .as_ref()
+                .map(|n| n.content.ram_bytes() + n.name.capacity())
+                .unwrap_or(0)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct CachedBlock {
+    ino: Ino,
+    block: u32,
+    data: Vec<u8>,
+    dirty: bool,
+    used: u64,
+}
+
+/// Data blocks in RAM: dirty ones are written back when the cache fills or a file commits.
+pub(crate) struct DataCache {
+    blocks: Vec<CachedBlock>,
+    max: usize,
+    tick: u64,
+}
+
+impl DataCache {
+    pub fn new(max: usize) -> DataCache {
+        DataCache {
+            blocks: Vec::new(),
+            max: max.max(1),
+            tick: 0,
+        }
+    }
+    pub fn clear(&mut self) {
+        self.blocks.clear();
+    }
+    pub fn ram_bytes(&self) -> usize {
+        self.blocks.capacity() * core::mem::size_of::<CachedBlock>()
+            + self.blocks.iter().map(|b| b.data.capacity()).sum::<usize>()
+    }
+    pub fn dirty_count(&self) -> usize {
+        self.blocks.iter().filter(|b| b.dirty).count()
+    }
+    fn find(&self, ino: Ino, block: u32) -> Option<usize> {
+        self.blocks
+            .iter()
+            .position(|b| b.ino == ino && b.block == block)
+    }
+    fn get(&mut self, ino: Ino, block: u32) -> Option<&[u8]> {
+        self.tick += 1;
+        let t = self.tick;
+        let i = self.find(ino, block)?;
+        self.blocks[i].used = t;
+        Some(&self.blocks[i].data)
+    }
+    /// Drops clean blocks beyond the budget.
+    fn trim_clean(&mut self) {
+        while self.blocks.len() > self.max {
+            let v = self
+                .blocks
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| !b.dirty)
+                .min_by_key(|(_, b)| b.used)
+                .map(|(i, _)| i);
+            match v {
+                Some(i) => {
+                    self.blocks.swap_remove(i);
+                }
+                None => return,
+            }
+        }
+    }
+    fn put(&mut self, ino: Ino, block: u32, data: Vec<u8>, dirty: bool) {
+        self.tick += 1;
+        let t = self.tick;
+        match self.find(ino, block) {
+            Some(i) => {
+                let b = &mut self.blocks[i];
+                b.data = data;
+                b.dirty |= dirty;
+                b.used = t;
+            }
+            None => self.blocks.push(CachedBlock {
+                ino,
+                block,
+                data,
+                dirty,
+                used: t,
+            }),
+        }
+        self.trim_clean();
+    }
+    fn drop_from(&mut self, ino: Ino, from: u32) {
+        self.blocks.retain(|b| !(b.ino == ino && b.block >= from));
+    }
+    fn drop_ino(&mut self, ino: Ino) {
+        self.blocks.retain(|b| b.ino != ino);
+    }
+    /// The inode whose dirty block was used least recently, when over budget.
+    fn over_budget_victim(&self) -> Option<Ino> {
+        if self.blocks.len() <= self.max {
+            return None;
+        }
+        self.blocks
+            .iter()
+            .filter(|b| b.dirty)
+            .min_by_key(|b| b.used)
+            .map(|b| b.ino)
+    }
+    /// Dirty blocks of `ino`, in block order, marked clean.
+    fn take_dirty(&mut self, ino: Ino) -> Vec<(u32, Vec<u8>)> {
+        let mut v: Vec<(u32, Vec<u8>)> = self
+            .blocks
+            .iter_mut()
+            .filter(|b| b.ino == ino && b.dirty)
+            .map(|b| {
+                b.dirty = false;
+                (b.block, b.data.clone())
+            })
+            .collect();
+        v.sort_by_key(|x| x.0);
+        v
+    }
+}
+
+/// Where a block's data is.
+enum Src {
+    Hole,
+    At(Addr),
+}
+
+impl<F: Flash> Fs<F> {
+    // ----- handles ----------------------------------------------------------------------
+
+    /// Opens file `ino`.
+    pub fn open(&mut self, ino: Ino, flags: OpenFlags) -> Result<Fh> {
+        self.guard(|fs| {
+            match fs.map.get(&mut fs.st, ino)? {
+                MapEntry::Dir(_) => {
+                    if flags.write {
+                        return Err(Error::IsDir);
+                    }
+                }
+                MapEntry::File { .. } => {
+                    fs.load_file(ino)?;
+                }
+                MapEntry::Orphan | MapEntry::Free => return Err(Error::NotFound),
+            }
+            if flags.write || flags.truncate {
+                fs.writable()?;
+            }
+            let slot = fs
+                .handles
+                .iter()
+                .position(|h| h.is_none())
+                .ok_or(Error::TooManyOpen)?;
+            fs.handles[slot] = Some(Handle { ino, flags });
+            fs.inos.entry(ino).or_default().refs += 1;
+            if flags.truncate && flags.write {
+                if let Err(e) = fs.truncate_ino(ino, 0) {
+                    fs.handles[slot] = None;
+                    fs.release(ino)?;
+                    return Err(e);
+                }
+            }
+            Ok(Fh(slot as u32))
+        })
+    }
+
+    fn handle(&self, fh: Fh) -> Result<Handle> {
+        self.handles
+            .get(fh.0 as usize)
+            .copied()
+            .flatten()
+            .ok_or(Error::BadHandle)
+    }
+
+    /// Closes a handle; the file's changes are committed (not necessarily durable: see
+    /// [`Fs::fsync`]).
+    pub fn close(&mut self, fh: Fh) -> Result<()> {
+        self.guard(|fs| {
+            let h = fs.handle(fh)?;
+            let r = if h.flags.write {
+                fs.commit_ino(h.ino)
+            } else {
+                Ok(())
+            };
+            fs.handles[fh.0 as usize] = None;
+            fs.release(h.ino)?;
+            r?;
+            fs.after_op()
+        })
+    }
+
+    /// Drops one reference to an open inode; frees an orphan when the last goes.
+    fn release(&mut self, ino: Ino) -> Result<()> {
+        let last = match self.inos.get_mut(&ino) {
+            Some(o) => {
+                o.refs = o.refs.saturating_sub(1);
+                o.refs == 0
+            }
+            None => false,
+        };
+        if !last {
+            return Ok(());
+        }
+        let o = self.inos.remove(&ino).unwrap_or_default();
+        if let Some(node) = o.orphan {
+            self.discard_overlay_space(&o.overlay);
+            self.dcache.drop_ino(ino);
+            self.free_file_space(&node)?;
+            if self.map.get(&mut self.st, ino)? == MapEntry::Orphan {
+                self.map.set(&mut self.st, ino, MapEntry::Free)?;
+            }
+        } else if o.overlay.is_some() {
+            // Uncommitted changes of a handle closed without commit (read-only handles never
+            // have any; this is a dropped overlay after an error).
+            self.discard_overlay_space(&o.overlay);
+            self.dcache.drop_ino(ino);
+        }
+        Ok(())
+    }
+
+    fn discard_overlay_space(&mut self, ov: &Option<Overlay>) {
+        if let Some(ov) = ov {
+            let stride = Index::<F>::stride(&self.st.p);
+            let addrs: Vec<Addr> = ov.extents.iter_blocks(stride).map(|x| x.1).collect();
+            for a in addrs {
+                self.kill_data(a);
+            }
+        }
+    }
+
+    // ----- reading ----------------------------------------------------------------------
+
+    /// The committed node of `ino` (orphans included).
+    fn committed(&mut self, ino: Ino) -> Result<FileNode> {
+        if let Some(n) = self.inos.get(&ino).and_then(|o| o.orphan.as_ref()) {
+            return Ok(n.clone());
+        }
+        Ok(self.load_file(ino)?.node.clone())
+    }
+
+    /// Current size of `ino` (overlay first).
+    fn cur_size(&mut self, ino: Ino) -> Result<u64> {
+        if let Some(ov) = self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
+            return Ok(ov.size);
+        }
+        Ok(self.committed(ino)?.size)
+    }
+
+    /// Where block `b` of `ino` is, ignoring the data cache.
+    fn block_src(&mut self, ino: Ino, node: &FileNode, b: u32) -> Result<Src> {
+        let p = self.st.p;
+        let stride = Index::<F>::stride(&p);
+        if let Some(ov) = self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
+            if let Some(a) = ov.extents.get(b, stride) {
+                return Ok(if a.is_none() { Src::Hole } else { Src::At(a) });
+            }
+            if let Some(t) = ov.trunc_to {
+                if b as u64 >= blocks_for(t, p.data_block) {
+                    return Ok(Src::Hole);
+                }
+            }
+        }
+        if node.content.inline.is_some() {
+            return Ok(Src::Hole);
+        }
+        let mut ix = Index {
+            st: &mut self.st,
+            cache: &mut self.icache,
+            ino,
+        };
+        let a = ix.lookup(&node.content, b)?;
+        Ok(if a.is_none() { Src::Hole } else { Src::At(a) })
+    }
+
+    /// Reads the whole data block at `a` into `buf`, checking it belongs to (`ino`, `b`).
+    fn read_data(&mut self, a: Addr, ino: Ino, b: u32, buf: &mut [u8]) -> Result<()> {
+        let p = self.st.p;
+        let g = p.geometry;
+        match g.kind {
+            FlashKind::Nand => {
+                if !p.addr_valid(a) || p.byte_of(a) % g.page_size as u64 != 0 {
+                    return Err(Error::Corrupt);
+                }
+                let page = (p.byte_of(a) / g.page_size as u64) as u32;
+                let mut oob = [0u8; OOB_TAG_LEN];
+                let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
+                let st = self.st.read_page(page, buf, &mut oob[..n])?;
+                if st == EccStatus::Uncorrectable {
+                    return Err(Error::Io);
+                }
+                let tag = OobTag::decode(&oob)
+                    .map_err(|_| Error::Io)?
+                    .ok_or(Error::Io)?;
+                if !Self::tag_matches(&tag, ino, b) || tag.data_crc != crate::codec::crc32c(buf) {
+                    return Err(Error::Io);
+                }
+                Ok(())
+            }
+            FlashKind::Nor => {
+                if !p.addr_valid(a) {
+                    return Err(Error::Corrupt);
+                }
+                self.st.read(p.byte_of(a), buf)
+            }
+        }
+    }
+
+    /// Block `b` of `ino` (zeros for holes).
+    fn get_block(&mut self, ino: Ino, node: &FileNode, b: u32) -> Result<Vec<u8>> {
+        if let Some(d) = self.dcache.get(ino, b) {
+            return Ok(d.to_vec());
+        }
+        let bs = self.st.p.data_block as usize;
+        let mut buf = vec![0u8; bs];
+        if let Src::At(a) = self.block_src(ino, node, b)? {
+            self.read_data(a, ino, b, &mut buf)?;
+            self.dcache.put(ino, b, buf.clone(), false);
+        }
+        Ok(buf)
+    }
+
+    /// Reads up to `buf.len()` bytes at `off`; returns how many (0 at end of file).
+    pub fn read(&mut self, fh: Fh, off: u64, buf: &mut [u8]) -> Result<usize> {
+        self.guard(|fs| {
+            let h = fs.handle(fh)?;
+            if !h.flags.read {
+                return Err(Error::BadHandle);
+            }
+            fs.read_ino(h.ino, off, buf)
+        })
+    }
+
+    pub(crate) fn read_ino(&mut self, ino: Ino, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let node = self.committed(ino)?;
+        let size = self.cur_size(ino)?;
+        if off >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(size - off) as usize;
+        // Inline content.
+        let ov_inline = self
+            .inos
+            .get(&ino)
+            .and_then(|o| o.overlay.as_ref())
+            .map(|o| o.inline.clone());
+        let inline = match ov_inline {
+            Some(Some(d)) => Some(d),
+            Some(None) => None,
+            None => node.content.inline.clone(),
+        };
+        if let Some(d) = inline {
+            for (i, x) in buf[..n].iter_mut().enumerate() {
+                *x = d.get(off as usize + i).copied().unwrap_or(0);
+            }
+            return Ok(n);
+        }
+        let p = self.st.p;
+        let bs = p.data_block as u64;
+        let mut done = 0usize;
+        while done < n {
+            let pos = off + done as u64;
+            let b = (pos / bs) as u32;
+            let in_b = (pos % bs) as usize;
+            let take = (bs as usize - in_b).min(n - done);
+            // Whole blocks not in the cache go straight from flash into the caller's buffer,
+            // coalescing runs that are contiguous on NOR.
+            if in_b == 0 && take == bs as usize && self.dcache.get(ino, b).is_none() {
+                let run = self.read_run(ino, &node, b, &mut buf[done..n])?;
+                done += run;
+                continue;
+            }
+            let blk = self.get_block(ino, &node, b)?;
+            buf[done..done + take].copy_from_slice(&blk[in_b..in_b + take]);
+            done += take;
+        }
+        Ok(n)
+    }
+
+    /// Reads whole blocks from `b` into `dst` (a multiple of the block size or the tail),
+    /// as many as are contiguous on flash; returns the bytes read.
+    fn read_run(&mut self, ino: Ino, node: &FileNode, b: u32, dst: &mut [u8]) -> Result<usize> {
+        let p = self.st.p;
+        let bs = p.data_block as usize;
+        let first = match self.block_src(ino, node, b)? {
+            Src::Hole => {
+                dst[..bs].fill(0);
+                return Ok(bs);
+            }
+            Src::At(a) => a,
+        };
+        if p.geometry.kind == FlashKind::Nand {
+            self.read_data(first, ino, b, &mut dst[..bs])?;
+            return Ok(bs);
+        }
+        // NOR: extend the run while the next block follows contiguously and is not cached.
+        let stride = Index::<F>::stride(&p);
+        let mut count = 1usize;
+        while (count + 1) * bs <= dst.len() && count < 64 {
+            let nb = b + count as u32;
+            if self.dcache.get(ino, nb).is_some() {
+                break;
+            }
+            match self.block_src(ino, node, nb)? {
+                Src::At(a)
+                    if a.0 == first.0 + count as u32 * stride
+                        && p.block_of(a) == p.block_of(first) =>
+                {
+                    count += 1
+                }
+                _ => break,
+            }
+        }
+        self.st.read(p.byte_of(first), &mut dst[..count * bs])?;
+        Ok(count * bs)
+    }
+
+    // ----- writing ----------------------------------------------------------------------
+
+    /// The overlay of open inode `ino`, created from the committed state if needed.
+    fn overlay(&mut self, ino: Ino) -> Result<&mut Overlay> {
+        let has = self
+            .inos
+            .get(&ino)
+            .map(|o| o.overlay.is_some())
+            .unwrap_or(false);
+        if !has {
+            let node = self.committed(ino)?;
+            let ov = Overlay {
+                size: node.size,
+                mtime: node.attrs.mtime,
+                ctime: node.attrs.ctime,
+                trunc_to: None,
+                extents: ExtentMap::new(),
+                inline: node.content.inline.clone(),
+            };
+            self.inos.entry(ino).or_default().overlay = Some(ov);
+        }
+        self.inos
+            .get_mut(&ino)
+            .and_then(|o| o.overlay.as_mut())
+            .ok_or(Error::Corrupt)
+    }
+
+    /// Writes `data` at `off` (at the end for append handles); returns the bytes written.
+    pub fn write(&mut self, fh: Fh, off: u64, data: &[u8]) -> Result<usize> {
+        self.guard(|fs| {
+            let h = fs.handle(fh)?;
+            if !h.flags.write {
+                return Err(Error::BadHandle);
+            }
+            fs.writable()?;
+            let off = if h.flags.append {
+                fs.cur_size(h.ino)?
+            } else {
+                off
+            };
+            let n = fs.write_ino(h.ino, off, data)?;
+            if h.flags.sync || fs.cfg.sync {
+                fs.commit_ino(h.ino)?;
+                if fs.tx.is_none() {
+                    fs.journal_flush()?;
+                }
+            }
+            fs.after_op()?;
+            Ok(n)
+        })
+    }
+
+    pub(crate) fn write_ino(&mut self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let p = self.st.p;
+        let end = off.checked_add(data.len() as u64).ok_or(Error::TooBig)?;
+        if end > p.max_file_size() {
+            return Err(Error::TooBig);
+        }
+        let name_len = self.committed(ino)?.name.len();
+        let limit = inline_limit(&p, name_len) as u64;
+        let now = self.now();
+        let bs = p.data_block as u64;
+        // Space: every block written takes a new block until the old one dies at commit.
+        let first_b = off / bs;
+        let last_b = (end - 1) / bs;
+        self.ensure_space((last_b - first_b + 1) * bs)?;
+        let ov = self.overlay(ino)?;
+        ov.mtime = now;
+        ov.ctime = now;
+        if let Some(d) = ov.inline.as_mut() {
+            if end <= limit {
+                if d.len() < end as usize {
+                    d.resize(end as usize, 0);
+                }
+                d[off as usize..end as usize].copy_from_slice(data);
+                ov.size = ov.size.max(end);
+                return Ok(data.len());
+            }
+            // Outgrows its inode: the inline bytes become ordinary blocks.
+            let d = ov.inline.take().unwrap_or_default();
+            ov.trunc_to = Some(0);
+            let nblocks = blocks_for(d.len() as u64, p.data_block);
+            for b in 0..nblocks {
+                let mut blk = vec![0u8; bs as usize];
+                let s = (b * bs) as usize;
+                let e = (s + bs as usize).min(d.len());
+                blk[..e - s].copy_from_slice(&d[s..e]);
+                self.dcache.put(ino, b as u32, blk, true);
+            }
+        }
+        let node = self.committed(ino)?;
+        let mut pos = off;
+        let mut i = 0usize;
+        while i < data.len() {
+            let b = (pos / bs) as u32;
+            let in_b = (pos % bs) as usize;
+            let take = (bs as usize - in_b).min(data.len() - i);
+            let mut blk = if take == bs as usize {
+                vec![0u8; bs as usize]
+            } else {
+                self.get_block(ino, &node, b)?
+            };
+            blk[in_b..in_b + take].copy_from_slice(&data[i..i + take]);
+            self.dcache.put(ino, b, blk, true);
+            i += take;
+            pos += take as u64;
+            self.writeback_if_full()?;
+        }
+        let ov = self.overlay(ino)?;
+        ov.size = ov.size.max(end);
+        Ok(data.len())
+    }
+
+    /// Writes back dirty blocks while the data cache is over budget.
+    fn writeback_if_full(&mut self) -> Result<()> {
+        while let Some(ino) = self.dcache.over_budget_victim() {
+            self.flush_blocks(ino)?;
+            self.dcache.trim_clean();
+        }
+        Ok(())
+    }
+
+    /// Writes the dirty cached blocks of `ino` to flash (provisionally: they join its overlay).
+    pub(crate) fn flush_blocks(&mut self, ino: Ino) -> Result<()> {
+        let dirty = self.dcache.take_dirty(ino);
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        let p = self.st.p;
+        let stride = Index::<F>::stride(&p);
+        let bs = p.data_block as usize;
+        let mut written: Vec<(u32, u32, Addr)> = Vec::new();
+        match p.geometry.kind {
+            FlashKind::Nand => {
+                for (b, data) in &dirty {
+                    let a =
+                        self.st
+                            .write_data_page(LogKind::DataHot, ino, *b, data, Priority::User)?;
+                    written.push((*b, 1, a));
+                }
+            }
+            FlashKind::Nor => {
+                // Contiguous runs become one data node each.
+                let max_run = ((p.geometry.block_size() - DATA_HEADER) as usize / bs).clamp(1, 64);
+                let mut i = 0;
+                while i < dirty.len() {
+                    let mut j = i + 1;
+                    while j < dirty.len() && dirty[j].0 == dirty[j - 1].0 + 1 && j - i < max_run {
+                        j += 1;
+                    }
+                    let first = dirty[i].0;
+                    let count = (j - i) as u32;
+                    let mut payload = Vec::with_capacity(count as usize * bs);
+                    for d in &dirty[i..j] {
+                        payload.extend_from_slice(&d.1);
+                    }
+                    let a = self.write_data_node(
+                        LogKind::DataHot,
+                        ino,
+                        first,
+                        count,
+                        &payload,
+                        Priority::User,
+                    )?;
+                    written.push((first, count, Addr(a.0 + (DATA_HEADER >> p.addr_shift))));
+                    i = j;
+                }
+            }
+        }
+        let ov = self.overlay(ino)?;
+        let mut dead = Vec::new();
+        for &(first, count, a) in &written {
+            for k in 0..count {
+                if let Some(old) = ov.extents.get(first + k, stride) {
+                    if old.is_some() {
+                        dead.push(old);
+                    }
+                }
+            }
+            ov.extents.insert(first, count, a, stride);
+        }
+        for a in dead {
+            self.kill_data(a);
+        }
+        // Too many separate extents: commit what there is (the update is committed in parts).
+        let n = self
+            .inos
+            .get(&ino)
+            .and_then(|o| o.overlay.as_ref())
+            .map(|o| o.extents.len())
+            .unwrap_or(0);
+        if n > self.cfg.overlay_extents {
+            self.commit_ino(ino)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a data node (header plus raw payload) and returns the header address.
+    pub(crate) fn write_data_node(
+        &mut self,
+        kind: LogKind,
+        ino: Ino,
+        first: u32,
+        count: u32,
+        payload: &[u8],
+        prio: Priority,
+    ) -> Result<Addr> {
+        let mut nb = NodeBuilder::new(NodeType::Data, 0, ino, DATA_HEADER as usize);
+        nb.w.u32(first)
+            .u32(count)
+            .u32(payload.len() as u32)
+            .u32(crate::codec::crc32c(payload));
+        self.st.write_data_node(kind, nb, payload, prio)
+    }
+
+    // ----- truncate ---------------------------------------------------------------------
+
+    /// Truncates or extends an open file through its handle.
+    pub fn truncate(&mut self, fh: Fh, size: u64) -> Result<()> {
+        self.guard(|fs| {
+            let h = fs.handle(fh)?;
+            if !h.flags.write {
+                return Err(Error::BadHandle);
+            }
+            fs.writable()?;
+            fs.truncate_ino(h.ino, size)?;
+            if h.flags.sync || fs.cfg.sync {
+                fs.commit_ino(h.ino)?;
+                fs.journal_flush()?;
+            }
+            fs.after_op()
+        })
+    }
+
+    /// Sets the size of `ino`; a file that is not open is committed right away.
+    pub(crate) fn truncate_ino(&mut self, ino: Ino, size: u64) -> Result<()> {
+        let p = self.st.p;
+        if size > p.max_file_size() {
+            return Err(Error::TooBig);
+        }
+        let was_open = self.inos.get(&ino).map(|o| o.refs > 0).unwrap_or(false);
+        if !was_open {
+            self.inos.entry(ino).or_default().refs += 1;
+        }
+        let r = self.truncate_open(ino, size);
+        let r = r.and_then(|_| {
+            if was_open {
+                Ok(())
+            } else {
+                self.commit_ino(ino)
+            }
+        });
+        if !was_open {
+            self.release(ino)?;
+        }
+        r
+    }
+
+    fn truncate_open(&mut self, ino: Ino, size: u64) -> Result<()> {
+        let p = self.st.p;
+        let bs = p.data_block as u64;
+        let stride = Index::<F>::stride(&p);
+        let now = self.now();
+        let node = self.committed(ino)?;
+        let limit = inline_limit(&p, node.name.len()) as u64;
+        let cur = self.cur_size(ino)?;
+        let ov = self.overlay(ino)?;
+        ov.mtime = now;
+        ov.ctime = now;
+        if let Some(d) = ov.inline.as_mut() {
+            if size <= limit {
+                d.resize(size as usize, 0);
+                ov.size = size;
+                return Ok(());
+            }
+        }
+        if ov.inline.is_some() {
+            // Grows beyond inline: keep the bytes as block 0.. and extend.
+            let d = ov.inline.take().unwrap_or_default();
+            ov.trunc_to = Some(0);
+            ov.size = size;
+            for b in 0..blocks_for(d.len() as u64, p.data_block) {
+                let mut blk = vec![0u8; bs as usize];
+                let s = (b * bs) as usize;
+                let e = (s + bs as usize).min(d.len());
+                blk[..e - s].copy_from_slice(&d[s..e]);
+                self.dcache.put(ino, b as u32, blk, true);
+            }
+            return Ok(());
+        }
+        if size < cur {
+            let keep = blocks_for(size, p.data_block) as u32;
+            ov.trunc_to = Some(ov.trunc_to.map_or(size, |t| t.min(size)));
+            let dead: Vec<Addr> = ov
+                .extents
+                .iter_blocks(stride)
+                .filter(|(b, a)| *b >= keep && a.is_some())
+                .map(|x| x.1)
+                .collect();
+            ov.extents.truncate(keep, stride);
+            ov.size = size;
+            for a in dead {
+                self.kill_data(a);
+            }
+            self.dcache.drop_from(ino, keep);
+            // Zero the tail of the last partial block.
+            if size % bs != 0 {
+                let b = (size / bs) as u32;
+                let mut blk = self.get_block(ino, &node, b)?;
+                blk[(size % bs) as usize..].fill(0);
+                self.dcache.put(ino, b, blk, true);
+                // The tail block is rewritten; make sure the truncation point is block aligned
+                // for the commit (blocks from `keep` are dropped, the rewritten one replaces).
+            }
+        } else {
+            ov.size = size;
+        }
+        Ok(())
+    }
+
+    // ----- commit -----------------------------------------------------------------------
+
+    /// Commits the uncommitted changes of `ino` as one journal record (or, for very large
+    /// updates, as a transaction of several).
+    pub(crate) fn commit_ino(&mut self, ino: Ino) -> Result<()> {
+        if !self
+            .inos
+            .get(&ino)
+            .map(|o| o.overlay.is_some())
+            .unwrap_or(false)
+        {
+            return Ok(());
+        }
+        self.flush_blocks(ino)?;
+        let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.take()) else {
+            return Ok(());
+        };
+        // An unlinked file's changes never need to survive a power cut.
+        if self
+            .inos
+            .get(&ino)
+            .map(|o| o.orphan.is_some())
+            .unwrap_or(false)
+        {
+            let rec = self.commit_record(0, ino, &ov, ov.extents.clone());
+            return self.apply_commit(&rec);
+        }
+        let per = max_commit_extents(
+            self.st
+                .p
+                .dir_page
+                .min(self.st.p.geometry.page_size.max(512)),
+        )
+        .max(1);
+        if ov.extents.len() <= per {
+            let rec = self.commit_record(self.tx.unwrap_or(0), ino, &ov, ov.extents.clone());
+            self.journal(&rec)?;
+            return self.apply(&rec);
+        }
+        // Split across records of one transaction.
+        let (tid, own) = match self.tx {
+            Some(t) => (t, false),
+            None => {
+                let t = self.next_tid;
+                self.next_tid += 1;
+                (t, true)
+            }
+        };
+        let all: Vec<_> = ov.extents.extents().to_vec();
+        let mut recs = Vec::new();
+        for (i, chunk) in all.chunks(per).enumerate() {
+            let mut e = ExtentMap::new();
+            let stride = Index::<F>::stride(&self.st.p);
+            for x in chunk {
+                e.insert(x.first, x.count, x.addr, stride);
+            }
+            let mut part = ov.clone();
+            if i > 0 {
+                part.trunc_to = None;
+            }
+            recs.push(self.commit_record(tid, ino, &part, e));
+        }
+        for r in &recs {
+            self.journal(r)?;
+        }
+        if own {
+            self.journal(&Record::TxCommit { tid })?;
+        }
+        for r in &recs {
+            self.apply(r)?;
+        }
+        Ok(())
+    }
+
+    fn commit_record(&self, tid: Tid, ino: Ino, ov: &Overlay, extents: ExtentMap) -> Record {
+        Record::Commit {
+            tid,
+            ino,
+            size: ov.size,
+            mtime: ov.mtime,
+            ctime: ov.ctime,
+            trunc_to: ov.trunc_to,
+            inline: ov.inline.clone(),
+            extents,
+        }
+    }
+
+    /// Applies a `Commit` record: the file's committed content becomes the new one.
+    pub(crate) fn apply_commit(&mut self, rec: &Record) -> Result<()> {
+        let Record::Commit {
+            ino,
+            size,
+            mtime,
+            ctime,
+            trunc_to,
+            inline,
+            extents,
+            ..
+        } = rec
+        else {
+            return Err(Error::Corrupt);
+        };
+        let ino = *ino;
+        let p = self.st.p;
+        let stride = Index::<F>::stride(&p);
+        let orphan = self
+            .inos
+            .get(&ino)
+            .map(|o| o.orphan.is_some())
+            .unwrap_or(false);
+        let mut node = if orphan {
+            self.inos
+                .get(&ino)
+                .and_then(|o| o.orphan.clone())
+                .ok_or(Error::Corrupt)?
+        } else {
+            match self.map.get(&mut self.st, ino)? {
+                MapEntry::File { .. } => {}
+                _ => return Err(Error::Corrupt),
+            }
+            self.make_dirty(ino)?;
+            self.load_file(ino)?.node.clone()
+        };
+        if *size > p.max_file_size() {
+            return Err(Error::Corrupt);
+        }
+        let mut dead: Vec<Addr> = Vec::new();
+        if let Some(d) = inline {
+            // The whole content is inline now: every block dies.
+            let old = core::mem::replace(&mut node.content, Content::empty_inline());
+            let tmp = FileNode {
+                content: old,
+                node_addr: Addr::NONE,
+                ..node.clone()
+            };
+            self.free_file_space(&tmp)?;
+            node.content.inline = Some(d.clone());
+        } else {
+            if node.content.inline.is_some() {
+                node.content = Content::default();
+            }
+            {
+                let mut ix = Index {
+                    st: &mut self.st,
+                    cache: &mut self.icache,
+                    ino,
+                };
+                if let Some(t) = trunc_to {
+                    let keep = blocks_for(*t, p.data_block).min(u32::MAX as u64) as u32;
+                    dead.extend(
+                        node.content
+                            .pending
+                            .iter_blocks(stride)
+                            .filter(|(b, a)| *b >= keep && a.is_some())
+                            .map(|x| x.1),
+                    );
+                    ix.truncate(&mut node.content, keep, &mut |_, a| dead.push(a))?;
+                }
+                for e in extents.extents() {
+                    for k in 0..e.count {
+                        let b = e.first + k;
+                        let old = ix.lookup(&node.content, b)?;
+                        if old.is_some() {
+                            dead.push(old);
+                        }
+                    }
+                    node.content
+                        .pending
+                        .insert(e.first, e.count, e.addr, stride);
+                }
+            }
+            if self.replaying {
+                // Data written after the checkpoint: count it and keep its blocks allocated.
+                for (_, a) in extents.iter_blocks(stride) {
+                    if a.is_some() && p.addr_valid(a) {
+                        self.st.add_live(a, p.data_block);
+                        let blk = p.block_of(a) as usize;
+                        let e = self.st.blocks[blk];
+                        if matches!(e.state(), BlockState::Free | BlockState::Erased) {
+                            self.st.blocks[blk] = BlockInfo::new(
+                                BlockState::Used,
+                                LogKind::DataHot,
+                                e.ec,
+                                e.live,
+                                e.age(),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        for a in dead {
+            self.kill_data(a);
+        }
+        node.size = *size;
+        node.attrs.mtime = *mtime;
+        node.attrs.ctime = *ctime;
+        // Keep RAM bounded: fold a long list of changes into the index now.
+        if node.content.pending.len() > self.cfg.overlay_extents.max(16) {
+            let mut ix = Index {
+                st: &mut self.st,
+                cache: &mut self.icache,
+                ino,
+            };
+            ix.fold(&mut node.content)?;
+        }
+        if orphan {
+            if let Some(o) = self.inos.get_mut(&ino) {
+                o.orphan = Some(node);
+            }
+        } else if let Some(c) = self.files.get_mut(&ino) {
+            c.node = node;
+            c.dirty = true;
+        }
+        Ok(())
+    }
+
+    /// Commits `fh`'s file and makes it durable (inside a transaction: commits it into the
+    /// transaction, durable when the transaction commits).
+    pub fn fsync(&mut self, fh: Fh) -> Result<()> {
+        self.guard(|fs| {
+            let h = fs.handle(fh)?;
+            if h.flags.write {
+                fs.writable()?;
+                fs.commit_ino(h.ino)?;
+            }
+            if fs.tx.is_none() && !fs.cfg.read_only {
+                fs.journal_flush()?;
+            }
+            fs.after_op()
+        })
+    }
+
+    /// Commits every open file and makes everything durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.guard(|fs| {
+            if fs.cfg.read_only {
+                return Ok(());
+            }
+            let inos: Vec<Ino> = fs
+                .inos
+                .iter()
+                .filter(|(_, o)| o.overlay.is_some())
+                .map(|(i, _)| *i)
+                .collect();
+            for ino in inos {
+                fs.commit_ino(ino)?;
+            }
+            if fs.tx.is_none() {
+                fs.journal_flush()?;
+            }
+            Ok(())
+        })
+    }
+
+    // ----- transactions -----------------------------------------------------------------
+
+    /// Starts a transaction: from now until [`Fs::commit_transaction`], every change (to any
+    /// file or directory) becomes durable all together or not at all. Everything before is
+    /// synced first.
+    pub fn begin_transaction(&mut self) -> Result<()> {
+        self.guard(|fs| {
+            fs.writable()?;
+            if fs.tx.is_some() {
+                return Err(Error::Busy);
+            }
+            fs.sync()?;
+            let t = fs.next_tid;
+            fs.next_tid += 1;
+            fs.tx = Some(t);
+            Ok(())
+        })
+    }
+
+    /// Commits the open transaction: all its changes become durable at once.
+    pub fn commit_transaction(&mut self) -> Result<()> {
+        self.guard(|fs| {
+            let tid = fs.tx.ok_or(Error::Invalid)?;
+            let inos: Vec<Ino> = fs
+                .inos
+                .iter()
+                .filter(|(_, o)| o.overlay.is_some())
+                .map(|(i, _)| *i)
+                .collect();
+            for ino in inos {
+                fs.commit_ino(ino)?;
+            }
+            fs.journal(&Record::TxCommit { tid })?;
+            fs.journal_flush()?;
+            fs.tx = None;
+            fs.after_op()
+        })
+    }
+
+    /// Abandons the open transaction: the file system returns to its state when the
+    /// transaction began (open handles stay open; files created in it are gone).
+    pub fn abort_transaction(&mut self) -> Result<()> {
+        self.guard(|fs| {
+            if fs.tx.is_none() {
+                return Err(Error::Invalid);
+            }
+            fs.abort()
+        })
+    }
+
+    /// Drops all RAM state and reloads from flash (what a power cut and remount would do).
+    pub(crate) fn abort(&mut self) -> Result<()> {
+        self.tx = None;
+        for o in self.inos.values_mut() {
+            o.overlay = None;
+        }
+        self.dcache.clear();
+        self.files.clear();
+        self.dirs.clear();
+        self.map.clear_cache();
+        self.icache.clear();
+        self.st.reset_heads();
+        self.session_marked = false;
+        self.load()?;
+        // Orphans and handles to inodes that no longer exist are left dangling; their
+        // operations report NotFound.
+        let stale: Vec<Ino> = self
+            .inos
+            .keys()
+            .copied()
+            .collect::<Vec<_>>()
+            .into_iter()
+            .filter(|&i| !matches!(self.map.get(&mut self.st, i), Ok(MapEntry::File { .. })))
+            .collect();
+        for i in stale {
+            if let Some(o) = self.inos.get_mut(&i) {
+                o.orphan = None;
+            }
+        }
+        Ok(())
+    }
+
+    // ----- space ------------------------------------------------------------------------
+
+    /// Makes sure `bytes` more can be written, collecting garbage (and checkpointing to free
+    /// what it collected) as needed; `NoSpace` when the device is full.
+    pub(crate) fn ensure_space(&mut self, bytes: u64) -> Result<()> {
+        let mut rounds = 0u32;
+        loop {
+            let (_, free) = self.space();
+            let blocks_ok = self.st.free_blocks() > self.st.reserve_blocks() + 1;
+            if free >= bytes && blocks_ok {
+                return Ok(());
+            }
+            if free < bytes && !self.gc_could_help(bytes) {
+                return Err(Error::NoSpace);
+            }
+            rounds += 1;
+            if rounds > 4 * self.st.p.geometry.blocks + 16 {
+                return Err(Error::NoSpace);
+            }
+            if !self.collect(true)? {
+                // Nothing left to collect: free what GC already emptied.
+                if self.st.pending_blocks() > 0 && self.tx.is_none() && !self.replaying {
+                    self.checkpoint_inner(false)?;
+                    continue;
+                }
+                return Err(Error::NoSpace);
+            }
+        }
+    }
+
+    /// Work done after every modifying operation: a bounded step of garbage collection when
+    /// free blocks run low, and a checkpoint when the journal or dirty metadata is large.
+    pub(crate) fn after_op(&mut self) -> Result<()> {
+        if self.cfg.read_only {
+            return Ok(());
+        }
+        self.gc_background()?;
+        self.maybe_checkpoint()?;
+        if self.cfg.sync && self.tx.is_none() {
+            self.journal_flush()?;
+        }
+        Ok(())
+    }
+
+    /// Open handles (for front ends).
+    pub fn open_handles(&self) -> usize {
+        self.handles.iter().filter(|h| h.is_some()).count()
+    }
+
+    /// The inode of a handle.
+    pub fn handle_ino(&self, fh: Fh) -> Result<Ino> {
+        Ok(self.handle(fh)?.ino)
+    }
+
+    /// Pending overlays by inode (for tests and fsck).
+    pub(crate) fn overlays(&self) -> BTreeMap<Ino, Overlay> {
+        self.inos
+            .iter()
+            .filter_map(|(i, o)| o.overlay.clone().map(|ov| (*i, ov)))
+            .collect()
+    }
+
+    /// Reads the free OOB tag of a data page (fsck).
+    pub(crate) fn data_tag(&mut self, a: Addr) -> Result<Option<OobTag>> {
+        let p = self.st.p;
+        let g = p.geometry;
+        if g.kind != FlashKind::Nand {
+            return Ok(None);
+        }
+        let page = (p.byte_of(a) / g.page_size as u64) as u32;
+        let mut data = vec![0u8; g.page_size as usize];
+        let mut oob = [0u8; OOB_TAG_LEN];
+        let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
+        self.st.read_page(page, &mut data, &mut oob[..n])?;
+        let t = OobTag::decode(&oob).map_err(|_| Error::Corrupt)?;
+        Ok(t.filter(|t| t.kind == TAG_DATA))
+    }
+}

@@ -1,0 +1,1393 @@
+//! The file system: the API applications call, and the orchestration of everything below.
+//!
+//! Owns the mounted state: caches with their RAM budget, open files and their uncommitted
+//! overlays, the write-back data cache, the journal position, transactions, checkpoints, mount
+//! and replay, garbage collection scheduling. Every change is first expressed as a journal
+//! record and then applied by one function ([`Fs::apply`]) that replay after a power cut uses
+//! too. It must never touch the device except through the store.
+
+mod gc;
+mod io;
+mod ns;
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::checkpoint::{self, AnchorPos, Checkpoint, ANCHOR_AREA, CP_CLEAN};
+use crate::codec::Reader;
+use crate::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
+use crate::error::{Error, Result};
+use crate::file::{FileNode, Index, IndexCache};
+use crate::flash::{Flash, FlashKind};
+use crate::journal::{name_key, Record, Tid};
+use crate::layout::{Addr, FormatOptions, LogKind, Params, MAX_HEADS, NODE_HEADER};
+use crate::map::{InodeMap, MapEntry};
+use crate::medium::OpCounts;
+use crate::node::{self, NodeBuilder, NodeType, OobTag, Probe};
+use crate::store::{BlockInfo, BlockState, Priority, Store};
+use crate::types::{Attrs, Clock, Ino, NoClock, Time, ROOT_INO, S_IFDIR};
+
+pub use gc::GcReport;
+pub use io::{Fh, OpenFlags, Overlay};
+/// Handle types (re-exported at the crate root).
+pub mod io_types {
+    pub use super::io::Fh;
+}
+pub use ns::{DirEntry, FileKind, SetAttr, Stat};
+
+/// How much RAM the mounted file system may use, and how it trades work for latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Directory pages kept in RAM.
+    pub dir_cache: usize,
+    /// Inode map pages kept in RAM.
+    pub map_cache: usize,
+    /// File index nodes kept in RAM.
+    pub index_cache: usize,
+    /// Clean file inodes kept in RAM.
+    pub inode_cache: usize,
+    /// File data blocks kept in RAM (dirty ones are written back when this fills).
+    pub data_cache: usize,
+    /// Dirty metadata items (inodes, directory pages, map pages) before a checkpoint.
+    pub max_dirty: usize,
+    /// Open file handles.
+    pub max_open: usize,
+    /// Journal bytes written since the last checkpoint before a new checkpoint (bounds the
+    /// replay after a power cut).
+    pub journal_limit: u32,
+    /// Garbage-collection work (pages examined) one operation may do.
+    pub gc_step: u32,
+    /// Mount read-only.
+    pub read_only: bool,
+    /// Every write is synchronous (as `mount -o sync`).
+    pub sync: bool,
+    /// Extents an uncommitted file update may touch before it is committed in parts.
+    pub overlay_extents: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            dir_cache: 8,
+            map_cache: 4,
+            index_cache: 8,
+            inode_cache: 16,
+            data_cache: 8,
+            max_dirty: 24,
+            max_open: 16,
+            journal_limit: 128 * 1024,
+            gc_step: 32,
+            read_only: false,
+            sync: false,
+            overlay_extents: 256,
+        }
+    }
+}
+
+impl Config {
+    /// The smallest configuration: a few pages of cache, for microcontrollers.
+    pub fn smallest() -> Config {
+        Config {
+            dir_cache: 3,
+            map_cache: 3,
+            index_cache: 2,
+            inode_cache: 2,
+            data_cache: 2,
+            max_dirty: 8,
+            max_open: 4,
+            journal_limit: 64 * 1024,
+            gc_step: 16,
+            read_only: false,
+            sync: false,
+            overlay_extents: 32,
+        }
+    }
+
+    /// A configuration that spends more RAM for speed.
+    pub fn fast() -> Config {
+        Config {
+            dir_cache: 32,
+            map_cache: 16,
+            index_cache: 64,
+            inode_cache: 128,
+            data_cache: 64,
+            max_dirty: 128,
+            max_open: 64,
+            journal_limit: 512 * 1024,
+            gc_step: 64,
+            read_only: false,
+            sync: false,
+            overlay_extents: 1024,
+        }
+    }
+
+    /// RAM this configuration needs on a device formatted with `p` (an upper bound of what
+    /// the caches, buffers and tables hold; dirty metadata beyond the caches counts against
+    /// `max_dirty`).
+    pub fn ram_estimate(&self, p: &Params) -> usize {
+        let g = p.geometry;
+        let page = p.dir_page as usize;
+        let heads = p.head_count()
+            * if g.kind == FlashKind::Nand {
+                g.page_size as usize
+            } else {
+                0
+            };
+        let blocks = g.blocks as usize * core::mem::size_of::<BlockInfo>();
+        let dirs = (self.dir_cache + self.max_dirty / 2) * (page + 96);
+        let map = (self.map_cache + 2) * (p.map_page as usize + 64);
+        let index = self.index_cache * (p.index_node as usize + 48);
+        let inodes = (self.inode_cache + self.max_dirty / 2) * (160 + 64);
+        let data = self.data_cache * (p.data_block as usize + 48);
+        let open = self.max_open * (64 + 12 * 8);
+        let fixed = 2048;
+        heads + blocks + dirs + map + index + inodes + data + open + fixed
+    }
+}
+
+/// A file inode in the inode cache.
+#[derive(Clone, Debug)]
+pub(crate) struct CachedFile {
+    pub node: FileNode,
+    pub dirty: bool,
+    pub used: u64,
+}
+
+/// Space figures, as `statfs` reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    /// Bytes per reported block.
+    pub block_size: u32,
+    /// Blocks the file system can hold (after reserves).
+    pub blocks: u64,
+    /// Blocks free for new data (garbage included: collection will reclaim it).
+    pub blocks_free: u64,
+    /// Files and directories.
+    pub files: u64,
+    /// Inode numbers still available.
+    pub files_free: u64,
+    /// Longest name.
+    pub name_max: u32,
+}
+
+/// A snapshot of what the mounted file system is and holds (for `dffs info`).
+#[derive(Clone, Debug)]
+pub struct Info {
+    /// Format parameters.
+    pub params: Params,
+    /// Bytes of live data and metadata.
+    pub used_bytes: u64,
+    /// Bytes that can still be written.
+    pub free_bytes: u64,
+    /// Regular files and symlinks.
+    pub files: u32,
+    /// Directories (the root included).
+    pub dirs: u32,
+    /// Blocks marked bad.
+    pub bad_blocks: u32,
+    /// Erase counts: min, mean, max (good blocks).
+    pub erase_count: (u32, f64, u32),
+    /// Erase count of every block.
+    pub erase_counts: Vec<u32>,
+    /// Operations the last mount cost.
+    pub mount_cost: OpCounts,
+    /// RAM held by the mounted file system.
+    pub ram_bytes: usize,
+    /// Whether the last mount had to replay a journal (the previous session did not end
+    /// cleanly).
+    pub recovered: bool,
+}
+
+/// A mounted DFFS file system on flash device `F`.
+pub struct Fs<F: Flash> {
+    pub(crate) st: Store<F>,
+    pub(crate) map: InodeMap,
+    pub(crate) dirs: Dirs,
+    pub(crate) icache: IndexCache,
+    pub(crate) files: BTreeMap<Ino, CachedFile>,
+    pub(crate) inos: BTreeMap<Ino, io::OpenInode>,
+    pub(crate) handles: Vec<Option<io::Handle>>,
+    pub(crate) dcache: io::DataCache,
+    pub(crate) cfg: Config,
+    pub(crate) clock: Box<dyn Clock>,
+    pub(crate) anchor: AnchorPos,
+    pub(crate) journal_bytes: u64,
+    pub(crate) next_tid: Tid,
+    pub(crate) tx: Option<Tid>,
+    pub(crate) need_recovery_cp: bool,
+    pub(crate) session_marked: bool,
+    pub(crate) nfiles: u32,
+    pub(crate) ndirs: u32,
+    pub(crate) gc: gc::GcState,
+    pub(crate) mount_cost: OpCounts,
+    pub(crate) recovered: bool,
+    pub(crate) broken: Option<Error>,
+    pub(crate) bt_pages: Vec<Addr>,
+    pub(crate) tick: u64,
+    pub(crate) replaying: bool,
+}
+
+/// Default directory permissions of the root.
+const ROOT_MODE: u32 = S_IFDIR | 0o755;
+
+impl<F: Flash> Fs<F> {
+    // ----- format and mount -------------------------------------------------------------
+
+    /// Formats `flash` with a new, empty file system and gives the device back.
+    pub fn format(flash: F, opts: &FormatOptions) -> Result<F> {
+        let g = flash.geometry();
+        let mut p = Params::for_geometry(g, opts)?;
+        let mut st = Store::new(flash, p);
+        // Bad blocks as the device marks them.
+        for b in 0..g.blocks {
+            if st.m.flash.is_bad(b).map_err(Error::from)? {
+                st.blocks[b as usize] = BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0, 0, 0);
+            }
+        }
+        // Erase the anchor area so no older file system's checkpoint can be mistaken for ours,
+        // and pick the first two good blocks as anchors.
+        let mut anchors = Vec::new();
+        for b in 0..ANCHOR_AREA.min(g.blocks) {
+            if st.blocks[b as usize].state() == BlockState::Bad {
+                continue;
+            }
+            let pb = st.phys(b);
+            st.blocks[b as usize].ec += 1;
+            match st.m.erase(pb) {
+                Ok(()) => {
+                    if anchors.len() < 2 {
+                        anchors.push(b);
+                        st.set_state(b, BlockState::Anchor);
+                    } else {
+                        st.set_state(b, BlockState::Erased);
+                    }
+                }
+                Err(crate::flash::FlashError::PowerLoss) => return Err(Error::PowerLoss),
+                Err(_) => st.retire(b),
+            }
+        }
+        if anchors.len() < 2 {
+            return Err(Error::Io);
+        }
+        p.anchors = [anchors[0], anchors[1]];
+        st.p = p;
+        let root_attrs = Attrs {
+            mode: ROOT_MODE,
+            ..Attrs::default()
+        };
+        let mut fs = Fs::assemble(st, Config::default(), Box::new(NoClock));
+        fs.map = InodeMap::new(
+            Addr::NONE,
+            0,
+            2,
+            2,
+            p.map_leaf_entries(),
+            p.map_fanout(),
+            p.map_page,
+            4,
+        );
+        fs.dirs
+            .create(DirRoot::new(&p, ROOT_INO, ROOT_INO, root_attrs, b""));
+        fs.map
+            .set(&mut fs.st, ROOT_INO, MapEntry::Dir(Addr::NONE))?;
+        fs.ndirs = 1;
+        fs.st.reserve_journal_next()?;
+        fs.anchor = AnchorPos {
+            anchor: 1,
+            slot: 0,
+            may_append: false,
+        };
+        fs.checkpoint_inner(true)?;
+        Ok(fs.st.m.flash)
+    }
+
+    fn assemble(st: Store<F>, cfg: Config, clock: Box<dyn Clock>) -> Fs<F> {
+        let p = st.p;
+        let mut handles = Vec::new();
+        handles.resize_with(cfg.max_open, || None);
+        Fs {
+            map: InodeMap::new(
+                Addr::NONE,
+                0,
+                2,
+                2,
+                p.map_leaf_entries(),
+                p.map_fanout(),
+                p.map_page,
+                cfg.map_cache,
+            ),
+            dirs: Dirs::new(p, cfg.dir_cache),
+            icache: IndexCache::new(cfg.index_cache),
+            files: BTreeMap::new(),
+            inos: BTreeMap::new(),
+            handles,
+            dcache: io::DataCache::new(cfg.data_cache),
+            cfg,
+            clock,
+            anchor: AnchorPos {
+                anchor: 0,
+                slot: 0,
+                may_append: false,
+            },
+            journal_bytes: 0,
+            next_tid: 1,
+            tx: None,
+            need_recovery_cp: false,
+            session_marked: false,
+            nfiles: 0,
+            ndirs: 0,
+            gc: gc::GcState::default(),
+            mount_cost: OpCounts::default(),
+            recovered: false,
+            broken: None,
+            bt_pages: Vec::new(),
+            tick: 0,
+            replaying: false,
+            st,
+        }
+    }
+
+    /// Mounts the file system on `flash` with the default clock (none).
+    pub fn mount(flash: F, cfg: Config) -> Result<Fs<F>> {
+        Self::mount_with_clock(flash, cfg, Box::new(NoClock)).map_err(|(e, _)| e)
+    }
+
+    /// Mounts the file system on `flash`; on failure the device is given back with the error.
+    pub fn mount_with_clock(
+        flash: F,
+        cfg: Config,
+        clock: Box<dyn Clock>,
+    ) -> core::result::Result<Fs<F>, (Error, F)> {
+        let g = flash.geometry();
+        let p = match Params::for_geometry(g, &FormatOptions::default()) {
+            Ok(p) => p,
+            Err(e) => return Err((e, flash)),
+        };
+        let st = Store::new(flash, p);
+        let mut fs = Fs::assemble(st, cfg, clock);
+        let before = fs.st.m.counts;
+        match fs.load() {
+            Ok(()) => {
+                fs.mount_cost = fs.st.m.counts.since(&before);
+                Ok(fs)
+            }
+            Err(e) => Err((e, fs.st.m.flash)),
+        }
+    }
+
+    /// Reads the newest checkpoint, the block table, and replays the journal.
+    fn load(&mut self) -> Result<()> {
+        let (cp, pos) = checkpoint::find_newest(&mut self.st)?;
+        let p = cp.params;
+        self.st.p = p;
+        self.st.seq = cp.next_seq;
+        self.st.cp_number = cp.cp_number;
+        self.st.journal_next = cp.journal_next;
+        self.st.read_only = self.cfg.read_only;
+        self.next_tid = cp.next_tid.max(1);
+        self.nfiles = cp.files;
+        self.ndirs = cp.dirs;
+        self.anchor = pos;
+        self.dirs = Dirs::new(p, self.cfg.dir_cache);
+        self.map = InodeMap::new(
+            cp.map_root,
+            cp.map_depth,
+            cp.ino_hint,
+            cp.ino_high,
+            p.map_leaf_entries(),
+            p.map_fanout(),
+            p.map_page,
+            self.cfg.map_cache,
+        );
+        self.icache.clear();
+        self.files.clear();
+        self.dcache.clear();
+        // Block table.
+        let per = p.bt_entries();
+        let nblocks = p.geometry.blocks;
+        let mut blocks = Vec::with_capacity(nblocks as usize);
+        for (i, a) in cp.bt_pages.iter().enumerate() {
+            let (_h, bytes) = self.st.read_node(*a, NodeType::BlockTable, p.map_page)?;
+            let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
+            let first = r.u32()?;
+            let n = r.u32()?;
+            if first != i as u32 * per || n != per.min(nblocks - first) {
+                return Err(Error::Corrupt);
+            }
+            for _ in 0..n {
+                blocks.push(BlockInfo::decode(&mut r, p.geometry.block_size())?);
+            }
+        }
+        if blocks.len() != nblocks as usize {
+            return Err(Error::Corrupt);
+        }
+        self.st.blocks = blocks;
+        self.bt_pages = cp.bt_pages.clone();
+        // Heads as the checkpoint left them.
+        for (h, &(b, off)) in cp.heads.iter().enumerate() {
+            if b != u32::MAX && h < p.head_count() {
+                self.st.heads[h].block = b;
+                self.st.heads[h].off = off;
+            }
+        }
+        self.orphans_from_checkpoint(&cp)?;
+        // Replay.
+        let clean = cp.flags & CP_CLEAN != 0;
+        let replayed = self.replay(&cp)?;
+        if replayed || !clean {
+            self.recovered = true;
+            self.anchor.may_append = false;
+            self.st.abandon_heads();
+            self.need_recovery_cp = !self.cfg.read_only;
+        } else {
+            // Continue the heads at the next page boundary.
+            let ps = p.geometry.page_size;
+            for h in 0..p.head_count() {
+                let hd = &mut self.st.heads[h];
+                if hd.block != u32::MAX && p.geometry.kind == FlashKind::Nand {
+                    hd.off = hd.off.div_ceil(ps) * ps;
+                }
+                if hd.block != u32::MAX && hd.off >= p.geometry.block_size() {
+                    let b = hd.block;
+                    hd.block = u32::MAX;
+                    hd.off = 0;
+                    self.st.set_state(b, BlockState::Used);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees files that were unlinked while open when the checkpoint was taken.
+    fn orphans_from_checkpoint(&mut self, cp: &Checkpoint) -> Result<()> {
+        for &(ino, addr) in &cp.orphans {
+            if self.cfg.read_only {
+                break;
+            }
+            let node = self.read_inode(addr, ino)?;
+            self.free_file_space(&node)?;
+            self.map.set(&mut self.st, ino, MapEntry::Free)?;
+            self.nfiles = self.nfiles.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    // ----- journal ----------------------------------------------------------------------
+
+    /// Scans the journal from the checkpoint's start and applies committed records.
+    /// Returns whether there was anything after the checkpoint.
+    fn replay(&mut self, cp: &Checkpoint) -> Result<bool> {
+        // Pass 1: which transactions committed, where the journal ends.
+        let mut committed: Vec<Tid> = Vec::new();
+        let mut any = false;
+        let mut max_tid = 0;
+        let last = self.scan_journal(cp, &mut |_fs, rec| {
+            any = true;
+            match rec {
+                Record::TxCommit { tid } => committed.push(*tid),
+                r => max_tid = max_tid.max(r.tid()),
+            }
+            Ok(())
+        })?;
+        self.st.seq = self.st.seq.max(last + 1);
+        if !any {
+            return Ok(false);
+        }
+        self.next_tid = self.next_tid.max(max_tid + 1);
+        committed.sort_unstable();
+        // Pass 2: apply.
+        self.replaying = true;
+        let res = self.scan_journal(cp, &mut |fs, rec| {
+            let tid = rec.tid();
+            if tid != 0 && committed.binary_search(&tid).is_err() {
+                return Ok(());
+            }
+            fs.apply(rec)
+        });
+        self.replaying = false;
+        res?;
+        Ok(true)
+    }
+
+    /// Walks the journal chain from the checkpoint, calling `f` for each valid record, in
+    /// order, until the first invalid or missing record.
+    fn scan_journal(
+        &mut self,
+        cp: &Checkpoint,
+        f: &mut dyn FnMut(&mut Fs<F>, &Record) -> Result<()>,
+    ) -> Result<u64> {
+        let p = self.st.p;
+        let g = p.geometry;
+        let bs = g.block_size();
+        let unit = p.unit();
+        let mut block = cp.journal_block;
+        let mut pos = cp.journal_off;
+        let mut next = cp.journal_next;
+        let mut last_seq = cp.next_seq.saturating_sub(1);
+        let mut chain_len = 0u32;
+        let mut rd = JournalReader::new(g.page_size);
+        loop {
+            let mut first_in_block = pos == 0;
+            // Records of this block.
+            loop {
+                if pos + 2 > bs {
+                    break;
+                }
+                let room = match g.kind {
+                    FlashKind::Nand => g.page_size - pos % g.page_size,
+                    FlashKind::Nor => bs - pos,
+                };
+                let base = block as u64 * bs as u64 + pos as u64;
+                let head = match rd.read(&mut self.st, base, room.min(NODE_HEADER)) {
+                    Ok(h) => h,
+                    Err(Error::Io) | Err(Error::Corrupt) => return Ok(last_seq),
+                    Err(e) => return Err(e),
+                };
+                match node::probe(head, room) {
+                    Probe::Erased => {
+                        if g.kind == FlashKind::Nand && pos % g.page_size != 0 {
+                            pos += room;
+                            continue;
+                        }
+                        break;
+                    }
+                    Probe::Padding => {
+                        pos += unit;
+                        continue;
+                    }
+                    Probe::Garbage => return Ok(last_seq),
+                    Probe::Header(h) => {
+                        let bytes = match rd.read(&mut self.st, base, h.len) {
+                            Ok(b) => b,
+                            Err(Error::Io) | Err(Error::Corrupt) => return Ok(last_seq),
+                            Err(e) => return Err(e),
+                        };
+                        let Ok(body) = node::verify(bytes, &h) else {
+                            return Ok(last_seq);
+                        };
+                        if !h.typ.is_journal() || h.seq <= last_seq {
+                            return Ok(last_seq);
+                        }
+                        let Ok(rec) = Record::decode(&h, body) else {
+                            return Ok(last_seq);
+                        };
+                        last_seq = h.seq;
+                        pos += p.align(h.len);
+                        match rec {
+                            Record::Link { next: n, .. } => {
+                                if first_in_block {
+                                    next = n;
+                                }
+                            }
+                            Record::Remap { logical, physical } => {
+                                self.apply_remap(logical, physical)
+                            }
+                            rec => f(self, &rec)?,
+                        }
+                        first_in_block = false;
+                    }
+                }
+            }
+            // Continue in the next block if it starts with a link back to this one.
+            if next >= g.blocks || chain_len > g.blocks {
+                return Ok(last_seq);
+            }
+            let base = next as u64 * bs as u64;
+            let head = match rd.read(&mut self.st, base, NODE_HEADER) {
+                Ok(h) => h,
+                Err(Error::Io) | Err(Error::Corrupt) => return Ok(last_seq),
+                Err(e) => return Err(e),
+            };
+            let Probe::Header(h) = node::probe(head, bs) else {
+                return Ok(last_seq);
+            };
+            if h.typ != NodeType::JLink || h.seq <= last_seq {
+                return Ok(last_seq);
+            }
+            let bytes = match rd.read(&mut self.st, base, h.len) {
+                Ok(b) => b,
+                Err(Error::Io) | Err(Error::Corrupt) => return Ok(last_seq),
+                Err(e) => return Err(e),
+            };
+            let Ok(body) = node::verify(bytes, &h) else {
+                return Ok(last_seq);
+            };
+            match Record::decode(&h, body) {
+                Ok(Record::Link { prev, next: n }) if prev == block => {
+                    // The chain block holds records the state depends on: keep it from the
+                    // allocator until the next checkpoint.
+                    let e = self.st.blocks[next as usize];
+                    self.st.blocks[next as usize] =
+                        BlockInfo::new(BlockState::Used, LogKind::Journal, e.ec, 0, e.age());
+                    block = next;
+                    next = n;
+                    pos = p.align(h.len);
+                    last_seq = h.seq;
+                    chain_len += 1;
+                }
+                _ => return Ok(last_seq),
+            }
+        }
+    }
+
+    /// Applies a bad-block swap found in the journal.
+    fn apply_remap(&mut self, logical: u32, physical: u32) {
+        let blocks = self.st.p.geometry.blocks;
+        if logical >= blocks
+            || physical >= blocks
+            || self
+                .st
+                .remaps
+                .iter()
+                .any(|r| r.logical == logical && r.physical == physical)
+        {
+            return;
+        }
+        self.st.remaps.retain(|r| {
+            r.logical != logical
+                && r.physical != logical
+                && r.logical != physical
+                && r.physical != physical
+        });
+        if logical != physical {
+            self.st
+                .remaps
+                .push(crate::store::Remap { logical, physical });
+        }
+        let e = self.st.blocks[physical as usize];
+        self.st.blocks[physical as usize] =
+            BlockInfo::new(BlockState::Bad, LogKind::DataHot, e.ec, 0, 0);
+    }
+
+    /// Appends a record to the journal (after a recovery checkpoint if one is due).
+    pub(crate) fn journal(&mut self, rec: &Record) -> Result<()> {
+        self.writable()?;
+        self.write_remaps()?;
+        let nb = rec.encode();
+        let len = nb.w.len() as u64;
+        self.st
+            .write_node(LogKind::Journal, nb, Priority::Reserve)?;
+        self.journal_bytes += len;
+        Ok(())
+    }
+
+    /// Journals bad-block swaps the store made.
+    fn write_remaps(&mut self) -> Result<()> {
+        while let Some(r) = self.st.unjournaled_remaps.pop() {
+            let nb = Record::Remap {
+                logical: r.logical,
+                physical: r.physical,
+            }
+            .encode();
+            self.st
+                .write_node(LogKind::Journal, nb, Priority::Reserve)?;
+            self.st.flush(LogKind::Journal)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the journal durable.
+    pub(crate) fn journal_flush(&mut self) -> Result<()> {
+        self.write_remaps()?;
+        self.st.flush(LogKind::Journal)
+    }
+
+    /// Fails when the file system cannot be modified now.
+    pub(crate) fn writable(&mut self) -> Result<()> {
+        if let Some(e) = self.broken {
+            return Err(e);
+        }
+        if self.cfg.read_only {
+            return Err(Error::ReadOnly);
+        }
+        if self.need_recovery_cp && !self.replaying {
+            self.need_recovery_cp = false;
+            // A fresh start: new journal block, new heads, new anchor block.
+            self.st.journal_next = u32::MAX;
+            self.checkpoint_inner(false)?;
+        }
+        if !self.session_marked && !self.replaying {
+            // After a clean mount the heads continue where they were; a record in the journal
+            // before any other program tells the next mount that they were written to.
+            self.session_marked = true;
+            self.st.write_node(
+                LogKind::Journal,
+                Record::Session.encode(),
+                Priority::Reserve,
+            )?;
+            self.st.flush(LogKind::Journal)?;
+        }
+        Ok(())
+    }
+
+    /// Records a fatal condition (power loss): everything fails until remount.
+    pub(crate) fn fail<T>(&mut self, e: Error) -> Result<T> {
+        if e == Error::PowerLoss {
+            self.broken = Some(e);
+        }
+        Err(e)
+    }
+
+    /// Runs `f`; a power loss inside breaks the file system for good.
+    pub(crate) fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if let Some(e) = self.broken {
+            return Err(e);
+        }
+        match f(self) {
+            Err(Error::PowerLoss) => self.fail(Error::PowerLoss),
+            r => r,
+        }
+    }
+
+    // ----- checkpoint -------------------------------------------------------------------
+
+    /// Writes a checkpoint if no transaction is open: every dirty structure, the block
+    /// table, and the checkpoint record. Afterwards blocks emptied by GC and old journal
+    /// blocks become free.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.guard(|fs| {
+            fs.writable()?;
+            if fs.tx.is_some() {
+                return Ok(());
+            }
+            fs.checkpoint_inner(false)
+        })
+    }
+
+    pub(crate) fn checkpoint_inner(&mut self, clean: bool) -> Result<()> {
+        // 1. Dirty inodes (so directory slots get real addresses), orphans included.
+        let dirty: Vec<Ino> = self
+            .files
+            .iter()
+            .filter(|(_, c)| c.dirty)
+            .map(|(i, _)| *i)
+            .collect();
+        for ino in dirty {
+            self.write_inode(ino)?;
+        }
+        let orphan_inos: Vec<Ino> = self
+            .inos
+            .iter()
+            .filter(|(_, o)| o.orphan.is_some())
+            .map(|(i, _)| *i)
+            .collect();
+        let mut orphans = Vec::new();
+        for ino in orphan_inos {
+            let a = self.write_orphan_inode(ino)?;
+            orphans.push((ino, a));
+        }
+        // 2. Directories.
+        for d in self.dirs.dirty_dirs() {
+            self.dirs.flush_dir(&mut self.st, &mut self.map, d)?;
+        }
+        // 3. Inode map.
+        self.map.write_dirty(&mut self.st)?;
+        // 4. Journal position: replay of the next session starts where the journal head is.
+        let jh = self.st.p.head_of(LogKind::Journal);
+        if !self.st.heads[jh].is_open() || self.st.journal_next == u32::MAX {
+            if self.st.heads[jh].is_open() {
+                self.st.close_head(jh)?;
+            }
+            self.open_journal()?;
+        }
+        // 5. Block table (provisional data of uncommitted overlays does not count as live in
+        //    the durable table: after a power cut it is garbage).
+        let p = self.st.p;
+        let mut table: Vec<BlockInfo> = self.st.blocks.clone();
+        self.subtract_provisional(&mut table);
+        // Blocks emptied by GC stay pending in the durable table: a power cut before this
+        // checkpoint completes still needs them. Once written, they become free.
+        let per = p.bt_entries();
+        let old_pages = core::mem::take(&mut self.bt_pages);
+        let mut new_pages = Vec::new();
+        let nblocks = p.geometry.blocks;
+        let mut first = 0;
+        while first < nblocks {
+            let n = per.min(nblocks - first);
+            let mut nb = NodeBuilder::new(NodeType::BlockTable, 0, 0, p.map_page as usize);
+            nb.w.u32(first).u32(n);
+            for b in first..first + n {
+                table[b as usize].encode(&mut nb.w);
+            }
+            let cur = nb.w.len() as u32;
+            nb.w.fill(0, (p.map_page - cur) as usize);
+            let a = self.st.write_node(LogKind::Map, nb, Priority::Reserve)?;
+            // Block-table pages are not counted live: each checkpoint rewrites them.
+            self.st.kill(a, p.align(p.map_page));
+            new_pages.push(a);
+            first += n;
+        }
+        self.bt_pages = new_pages;
+        let _ = old_pages;
+        // 6. Everything referenced must be on flash.
+        self.st.flush_all()?;
+        let jh = self.st.p.head_of(LogKind::Journal);
+        let (jb, joff) = (self.st.heads[jh].block, self.st.heads[jh].off);
+        let mut heads = [(u32::MAX, 0u32); MAX_HEADS];
+        for (h, slot) in heads.iter_mut().enumerate().take(p.head_count()) {
+            if self.st.heads[h].is_open() {
+                *slot = (self.st.heads[h].block, self.st.heads[h].off);
+            }
+        }
+        let cp = Checkpoint {
+            params: p,
+            flags: if clean { CP_CLEAN } else { 0 },
+            cp_number: self.st.cp_number,
+            next_seq: self.st.seq + 1,
+            next_tid: self.next_tid,
+            map_root: self.map.root,
+            map_depth: self.map.depth,
+            ino_hint: self.map.hint,
+            ino_high: self.map.high,
+            files: self.nfiles,
+            dirs: self.ndirs,
+            bt_pages: self.bt_pages.clone(),
+            journal_block: jb,
+            journal_off: joff,
+            journal_next: self.st.journal_next,
+            heads,
+            remaps: self.st.remaps.clone(),
+            orphans,
+        };
+        self.anchor = checkpoint::write(&mut self.st, &cp, Some(self.anchor))?;
+        self.st.cp_number += 1;
+        // 7. What the previous checkpoint needed is free now.
+        for b in 0..nblocks {
+            let e = self.st.blocks[b as usize];
+            let state = e.state();
+            let dead_journal = state == BlockState::Used && e.kind() == LogKind::Journal;
+            if state == BlockState::PendingErase || dead_journal {
+                self.st.blocks[b as usize] =
+                    BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age());
+                self.icache.forget_block(&p, b);
+            }
+        }
+        self.st.unjournaled_remaps.clear();
+        self.journal_bytes = 0;
+        // After a checkpoint that is not clean the next mount abandons the heads anyway.
+        self.session_marked = !clean;
+        Ok(())
+    }
+
+    /// Opens the journal head (first block after format or after a recovery).
+    fn open_journal(&mut self) -> Result<()> {
+        self.st.reserve_journal_next()?;
+        // Writing a Session record opens a journal block (which starts with its link).
+        let nb = Record::Session.encode();
+        self.st
+            .write_node(LogKind::Journal, nb, Priority::Reserve)?;
+        Ok(())
+    }
+
+    fn subtract_provisional(&self, table: &mut [BlockInfo]) {
+        let p = self.st.p;
+        let stride = Index::<F>::stride(&p);
+        for oi in self.inos.values() {
+            if let Some(ov) = &oi.overlay {
+                for (_b, a) in ov.extents.iter_blocks(stride) {
+                    if a.is_some() {
+                        let blk = p.block_of(a) as usize;
+                        if let Some(e) = table.get_mut(blk) {
+                            e.live = e.live.saturating_sub(p.data_block);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checkpoints if the journal or the dirty metadata grew past their limits.
+    pub(crate) fn maybe_checkpoint(&mut self) -> Result<()> {
+        if self.tx.is_some() || self.replaying {
+            return Ok(());
+        }
+        let dirty = self.files.values().filter(|c| c.dirty).count()
+            + self.dirs.dirty_count()
+            + self.map.dirty_pages();
+        if self.journal_bytes >= self.cfg.journal_limit as u64 || dirty >= self.cfg.max_dirty {
+            self.checkpoint_inner(false)?;
+        }
+        Ok(())
+    }
+
+    // ----- unmount ----------------------------------------------------------------------
+
+    /// Commits open files, writes a clean checkpoint and gives the device back.
+    pub fn unmount(mut self) -> Result<F> {
+        if self.broken.is_none() && !self.cfg.read_only {
+            self.guard(|fs| {
+                if fs.tx.is_some() {
+                    fs.abort()?;
+                }
+                fs.sync()?;
+                fs.writable()?;
+                fs.checkpoint_inner(true)
+            })?;
+        }
+        Ok(self.st.m.flash)
+    }
+
+    /// Gives the device back without writing anything (as if power were cut).
+    pub fn into_flash(self) -> F {
+        self.st.m.flash
+    }
+
+    /// The device (for inspection: counters, simulated time).
+    pub fn flash(&self) -> &F {
+        &self.st.m.flash
+    }
+
+    /// The device, mutably.
+    pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.st.m.flash
+    }
+
+    /// Device operations issued since mount started.
+    pub fn op_counts(&self) -> OpCounts {
+        self.st.m.counts
+    }
+
+    /// Format parameters.
+    pub fn params(&self) -> Params {
+        self.st.p
+    }
+
+    // ----- inodes -----------------------------------------------------------------------
+
+    /// Reads and decodes the inode node at `a`, checking it belongs to `ino`.
+    pub(crate) fn read_inode(&mut self, a: Addr, ino: Ino) -> Result<FileNode> {
+        let p = self.st.p;
+        let (h, bytes) = self.st.read_node(a, NodeType::Inode, p.dir_page)?;
+        if ino != 0 && h.ino != ino {
+            return Err(Error::Corrupt);
+        }
+        let len = p.align(h.len);
+        FileNode::decode(&p, h.ino, a, len, &bytes[NODE_HEADER as usize..])
+    }
+
+    pub(crate) fn touch(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// Puts a file inode into the cache (evicting clean ones over budget).
+    pub(crate) fn cache_file(&mut self, node: FileNode, dirty: bool) {
+        let t = self.touch();
+        let ino = node.ino;
+        self.files.insert(
+            ino,
+            CachedFile {
+                node,
+                dirty,
+                used: t,
+            },
+        );
+        let clean = self.files.values().filter(|c| !c.dirty).count();
+        if clean > self.cfg.inode_cache {
+            if let Some((&victim, _)) = self
+                .files
+                .iter()
+                .filter(|(i, c)| !c.dirty && **i != ino)
+                .min_by_key(|(_, c)| c.used)
+            {
+                self.files.remove(&victim);
+            }
+        }
+    }
+
+    /// The committed inode of file `ino` (from the cache, or found through the inode map and
+    /// its parent's slot).
+    pub(crate) fn load_file(&mut self, ino: Ino) -> Result<&mut CachedFile> {
+        if self.files.contains_key(&ino) {
+            let t = self.touch();
+            let c = self.files.get_mut(&ino).ok_or(Error::Corrupt)?;
+            c.used = t;
+            return Ok(c);
+        }
+        let (parent, hash) = match self.map.get(&mut self.st, ino)? {
+            MapEntry::File { parent, hash } => (parent, hash),
+            MapEntry::Dir(_) => return Err(Error::IsDir),
+            _ => return Err(Error::NotFound),
+        };
+        let node = self.find_file_in_parent(parent, hash, ino)?;
+        self.cache_file(node, false);
+        self.files.get_mut(&ino).ok_or(Error::Corrupt)
+    }
+
+    /// Finds the inode node of `ino` among the slots of `parent` whose hash matches.
+    fn find_file_in_parent(&mut self, parent: Ino, hash30: u32, ino: Ino) -> Result<FileNode> {
+        let slots = self.slots_with_hash30(parent, hash30)?;
+        for s in slots {
+            if s.is_dir() {
+                continue;
+            }
+            if s.is_placeholder() {
+                if s.ptr & !PLACEHOLDER == ino {
+                    return Err(Error::Corrupt);
+                }
+                continue;
+            }
+            let node = match self.read_inode(Addr(s.ptr), 0) {
+                Ok(n) => n,
+                Err(Error::Corrupt) | Err(Error::Io) => continue,
+                Err(e) => return Err(e),
+            };
+            if node.ino == ino {
+                return Ok(node);
+            }
+        }
+        Err(Error::Corrupt)
+    }
+
+    /// Slots of `parent` whose hash has these low 30 bits (the map keeps 30 bits).
+    fn slots_with_hash30(&mut self, parent: Ino, hash30: u32) -> Result<Vec<Slot>> {
+        let mut out = Vec::new();
+        for top in [0u32, 1] {
+            let h = hash30 | top << 30;
+            out.extend(
+                self.dirs
+                    .candidates(&mut self.st, &mut self.map, parent, h)?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The slot of file `ino` (name `name`) in `parent`.
+    pub(crate) fn file_slot(&mut self, parent: Ino, name: &[u8], ino: Ino) -> Result<Slot> {
+        let key = name_key(name, false);
+        let cands = self
+            .dirs
+            .candidates(&mut self.st, &mut self.map, parent, key & 0x7FFF_FFFF)?;
+        let node_addr = self.files.get(&ino).map(|c| c.node.node_addr);
+        for s in cands {
+            if s.is_dir() {
+                continue;
+            }
+            if s.is_placeholder() {
+                if s.ptr & !PLACEHOLDER == ino {
+                    return Ok(s);
+                }
+                continue;
+            }
+            if Some(Addr(s.ptr)) == node_addr {
+                return Ok(s);
+            }
+            match self.read_inode(Addr(s.ptr), 0) {
+                Ok(n) if n.ino == ino => return Ok(s),
+                Ok(_) | Err(Error::Corrupt) | Err(Error::Io) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Corrupt)
+    }
+
+    /// Marks a cached file inode dirty: its slot becomes a placeholder until it is written.
+    pub(crate) fn make_dirty(&mut self, ino: Ino) -> Result<()> {
+        let (dirty, parent, name, orphan) = {
+            let c = self.load_file(ino)?;
+            (c.dirty, c.node.parent, c.node.name.clone(), false)
+        };
+        if dirty || orphan {
+            return Ok(());
+        }
+        let slot = self.file_slot(parent, &name, ino)?;
+        self.dirs
+            .replace_ptr(&mut self.st, &mut self.map, parent, slot, PLACEHOLDER | ino)?;
+        if let Some(c) = self.files.get_mut(&ino) {
+            c.dirty = true;
+        }
+        Ok(())
+    }
+
+    /// Writes a dirty file inode (folding its pending block changes first) and points its
+    /// slot at the new node.
+    pub(crate) fn write_inode(&mut self, ino: Ino) -> Result<()> {
+        let mut node = match self.files.get(&ino) {
+            Some(c) if c.dirty => c.node.clone(),
+            _ => return Ok(()),
+        };
+        {
+            let mut ix = Index {
+                st: &mut self.st,
+                cache: &mut self.icache,
+                ino,
+            };
+            ix.fold(&mut node.content)?;
+        }
+        let nb = node.encode()?;
+        let len = self.st.p.align(nb.w.len() as u32);
+        let a = self.st.write_node(LogKind::Inode, nb, Priority::Reserve)?;
+        if node.node_addr.is_some() {
+            self.st.kill(node.node_addr, node.node_len);
+        }
+        node.node_addr = a;
+        node.node_len = len;
+        let key = name_key(&node.name, false);
+        let parent = node.parent;
+        self.dirs.replace_ptr(
+            &mut self.st,
+            &mut self.map,
+            parent,
+            Slot {
+                ptr: PLACEHOLDER | ino,
+                key,
+            },
+            a.0,
+        )?;
+        if let Some(c) = self.files.get_mut(&ino) {
+            c.node = node;
+            c.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Writes the inode node of an open, unlinked file (for the checkpoint's orphan list).
+    fn write_orphan_inode(&mut self, ino: Ino) -> Result<Addr> {
+        let mut node = match self.inos.get(&ino).and_then(|o| o.orphan.clone()) {
+            Some(n) => n,
+            None => return Err(Error::Corrupt),
+        };
+        {
+            let mut ix = Index {
+                st: &mut self.st,
+                cache: &mut self.icache,
+                ino,
+            };
+            ix.fold(&mut node.content)?;
+        }
+        let nb = node.encode()?;
+        let len = self.st.p.align(nb.w.len() as u32);
+        let a = self.st.write_node(LogKind::Inode, nb, Priority::Reserve)?;
+        if node.node_addr.is_some() {
+            self.st.kill(node.node_addr, node.node_len);
+        }
+        node.node_addr = a;
+        node.node_len = len;
+        if let Some(o) = self.inos.get_mut(&ino) {
+            o.orphan = Some(node);
+        }
+        Ok(a)
+    }
+
+    /// Counts every block and node of a file dead (unlink, truncate of orphans).
+    pub(crate) fn free_file_space(&mut self, node: &FileNode) -> Result<()> {
+        let p = self.st.p;
+        let stride = Index::<F>::stride(&p);
+        let mut dead_data: Vec<Addr> = node
+            .content
+            .pending
+            .iter_blocks(stride)
+            .map(|x| x.1)
+            .filter(|a| a.is_some())
+            .collect();
+        let mut dead_nodes: Vec<Addr> = Vec::new();
+        {
+            let mut ix = Index {
+                st: &mut self.st,
+                cache: &mut self.icache,
+                ino: node.ino,
+            };
+            let pending = &node.content.pending;
+            ix.walk(
+                &node.content,
+                &mut |b, a| {
+                    if pending.get(b, stride).is_none() {
+                        dead_data.push(a)
+                    }
+                },
+                &mut |a, _, _| dead_nodes.push(a),
+            )?;
+        }
+        for a in dead_data {
+            self.kill_data(a);
+        }
+        for a in dead_nodes {
+            self.st.kill(a, p.align(p.index_node));
+        }
+        if node.node_addr.is_some() {
+            self.st.kill(node.node_addr, node.node_len);
+        }
+        Ok(())
+    }
+
+    /// Counts one data block dead.
+    pub(crate) fn kill_data(&mut self, a: Addr) {
+        let p = self.st.p;
+        if a.is_some() {
+            self.st.kill(a, p.data_block);
+        }
+    }
+
+    // ----- reporting --------------------------------------------------------------------
+
+    /// RAM held by the mounted file system (every structure it allocated).
+    pub fn ram_bytes(&self) -> usize {
+        let files: usize = self
+            .files
+            .values()
+            .map(|c| {
+                core::mem::size_of::<CachedFile>()
+                    + c.node.name.capacity()
+                    + c.node.content.ram_bytes()
+                    + 32
+            })
+            .sum();
+        let inos: usize = self.inos.values().map(|o| o.ram_bytes()).sum();
+        core::mem::size_of::<Self>()
+            + self.st.ram_bytes()
+            + self.map.ram_bytes()
+            + self.dirs.ram_bytes()
+            + self.icache.ram_bytes()
+            + files
+            + inos
+            + self.handles.capacity() * core::mem::size_of::<Option<io::Handle>>()
+            + self.dcache.ram_bytes()
+            + self.bt_pages.capacity() * 4
+    }
+
+    /// Space figures.
+    pub fn statfs(&mut self) -> Result<StatFs> {
+        let (usable, free) = self.space();
+        let bs = self.st.p.data_block as u64;
+        let entries = self.map.high as u64;
+        Ok(StatFs {
+            block_size: self.st.p.data_block,
+            blocks: usable / bs,
+            blocks_free: free / bs,
+            files: (self.nfiles + self.ndirs) as u64,
+            files_free: (u32::MAX as u64).saturating_sub(entries).min(free / 64),
+            name_max: crate::layout::NAME_MAX as u32,
+        })
+    }
+
+    /// (usable bytes, bytes that can still be written).
+    pub(crate) fn space(&self) -> (u64, u64) {
+        let p = self.st.p;
+        let bsz = p.geometry.block_size() as u64;
+        let good = self
+            .st
+            .blocks
+            .iter()
+            .filter(|b| !matches!(b.state(), BlockState::Bad | BlockState::Anchor))
+            .count() as u64;
+        // Reserve: GC and bad-block spares, the journal (live + next), and one open block per
+        // head that may be half-used.
+        let reserve = (self.st.reserve_blocks() as u64 + 2 + p.head_count() as u64) * bsz;
+        let usable = (good * bsz).saturating_sub(reserve);
+        let live: u64 = self
+            .st
+            .blocks
+            .iter()
+            .filter(|b| {
+                !matches!(b.state(), BlockState::Bad | BlockState::Anchor)
+                    && b.kind() != LogKind::Journal
+            })
+            .map(|b| b.live as u64)
+            .sum();
+        let cached = self.dcache.dirty_count() as u64 * p.data_block as u64;
+        let meta_margin = (self.cfg.max_dirty as u64 + 4) * p.dir_page as u64;
+        (usable, usable.saturating_sub(live + cached + meta_margin))
+    }
+
+    /// A summary of the file system.
+    pub fn info(&mut self) -> Info {
+        let (_usable, free) = self.space();
+        let used: u64 = self
+            .st
+            .blocks
+            .iter()
+            .filter(|b| b.state() != BlockState::Bad)
+            .map(|b| b.live as u64)
+            .sum();
+        let good: Vec<&BlockInfo> = self
+            .st
+            .blocks
+            .iter()
+            .filter(|b| b.state() != BlockState::Bad)
+            .collect();
+        let (mut mn, mut mx, mut sum) = (u32::MAX, 0u32, 0u64);
+        for b in &good {
+            mn = mn.min(b.ec);
+            mx = mx.max(b.ec);
+            sum += b.ec as u64;
+        }
+        let mean = if good.is_empty() {
+            0.0
+        } else {
+            sum as f64 / good.len() as f64
+        };
+        Info {
+            params: self.st.p,
+            used_bytes: used,
+            free_bytes: free,
+            files: self.nfiles,
+            dirs: self.ndirs,
+            bad_blocks: self
+                .st
+                .blocks
+                .iter()
+                .filter(|b| b.state() == BlockState::Bad)
+                .count() as u32,
+            erase_count: (if good.is_empty() { 0 } else { mn }, mean, mx),
+            erase_counts: self.st.blocks.iter().map(|b| b.ec).collect(),
+            mount_cost: self.mount_cost,
+            ram_bytes: self.ram_bytes(),
+            recovered: self.recovered,
+        }
+    }
+
+    /// The current time from the clock.
+    pub(crate) fn now(&self) -> Time {
+        self.clock.now()
+    }
+
+    /// Whether an OOB tag read from a data page matches what is expected (fsck, GC).
+    pub(crate) fn tag_matches(tag: &OobTag, ino: Ino, block: u32) -> bool {
+        tag.kind == crate::node::TAG_DATA && tag.ino == ino && tag.block == block
+    }
+}
+
+/// Reads journal nodes, one NAND page at a time (nodes never cross NAND pages) or straight
+/// from NOR.
+struct JournalReader {
+    page: u64,
+    buf: Vec<u8>,
+    page_size: u32,
+}
+
+impl JournalReader {
+    fn new(page_size: u32) -> JournalReader {
+        JournalReader {
+            page: u64::MAX,
+            buf: Vec::new(),
+            page_size,
+        }
+    }
+
+    fn read<F: Flash>(&mut self, st: &mut Store<F>, pos: u64, len: u32) -> Result<&[u8]> {
+        match st.p.geometry.kind {
+            FlashKind::Nand => {
+                let ps = self.page_size as u64;
+                let page = pos / ps;
+                let off = (pos % ps) as usize;
+                if off + len as usize > ps as usize {
+                    return Err(Error::Corrupt);
+                }
+                if page != self.page {
+                    self.buf.resize(ps as usize, 0);
+                    self.page = u64::MAX;
+                    st.read(page * ps, &mut self.buf)?;
+                    self.page = page;
+                }
+                Ok(&self.buf[off..off + len as usize])
+            }
+            FlashKind::Nor => {
+                self.buf.resize(len as usize, 0);
+                st.read(pos, &mut self.buf)?;
+                Ok(&self.buf)
+            }
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! Format-time parameters of a file system and the addresses that point into it.
+//!
+//! Owns [`Params`] (every size the on-flash format depends on, chosen at format time from the
+//! device geometry and recorded in each checkpoint) and [`Addr`] (a 31-bit pointer to a node or
+//! data block). It must never read or write flash; it only computes.
+
+use crate::codec::{Reader, Writer};
+use crate::error::{Error, Result};
+use crate::flash::{FlashKind, Geometry};
+
+/// On-flash format version written by this code.
+pub const FORMAT_VERSION: u16 = 1;
+
+/// Longest file name in bytes.
+pub const NAME_MAX: usize = 255;
+
+/// A pointer to a node or a data block: the byte offset on the device shifted right by
+/// `Params::addr_shift` (so every node starts on a `1 << addr_shift` boundary). 31 bits are
+/// used; bit 31 is a flag in the structures that need one (see FORMAT.md), and `u32::MAX` is
+/// "no address".
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Addr(pub u32);
+
+impl Addr {
+    /// "No address": a hole in a file, an empty slot, an unset pointer.
+    pub const NONE: Addr = Addr(u32::MAX);
+    /// Largest valid address value.
+    pub const MAX: u32 = 0x7FFF_FFFF;
+
+    /// Whether this is [`Addr::NONE`].
+    pub const fn is_none(self) -> bool {
+        self.0 == u32::MAX
+    }
+    /// Whether this is a real address.
+    pub const fn is_some(self) -> bool {
+        self.0 <= Self::MAX
+    }
+}
+
+impl core::fmt::Debug for Addr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.is_none() {
+            f.write_str("Addr(NONE)")
+        } else {
+            write!(f, "Addr({:#x})", self.0)
+        }
+    }
+}
+
+/// How the log areas map onto open blocks ("heads").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeadLayout {
+    /// Every log area has its own head: journal, map, directories, inodes, index, hot data,
+    /// cold data. Best hot/cold separation; used on devices with many blocks.
+    Separate,
+    /// Map, directories, inodes and index share one metadata head (journal and data keep
+    /// theirs). Leaves fewer half-filled blocks on small partitions.
+    Merged,
+}
+
+/// The log areas of the paper (plus the journal and the split of data into hot and cold).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum LogKind {
+    /// Records of operations since the last checkpoint (replayed at mount).
+    Journal = 0,
+    /// Inode map pages and block table pages.
+    Map = 1,
+    /// Directory pages (DirRoot, DirBucket, DirTable).
+    Dir = 2,
+    /// File inode nodes.
+    Inode = 3,
+    /// File index nodes.
+    Index = 4,
+    /// File data written by applications.
+    DataHot = 5,
+    /// File data moved by garbage collection or wear leveling.
+    DataCold = 6,
+}
+
+impl LogKind {
+    /// All log kinds, in head-index order.
+    pub const ALL: [LogKind; 7] = [
+        LogKind::Journal,
+        LogKind::Map,
+        LogKind::Dir,
+        LogKind::Inode,
+        LogKind::Index,
+        LogKind::DataHot,
+        LogKind::DataCold,
+    ];
+
+    /// Decodes a log kind from its on-flash number.
+    pub fn from_u8(v: u8) -> Option<LogKind> {
+        Self::ALL.get(v as usize).copied()
+    }
+
+    /// Whether the log holds file data.
+    pub fn is_data(self) -> bool {
+        matches!(self, LogKind::DataHot | LogKind::DataCold)
+    }
+}
+
+/// Number of heads (open blocks) a layout can use at most.
+pub const MAX_HEADS: usize = 7;
+
+/// Everything the on-flash format depends on. Chosen by [`Params::for_geometry`] at format
+/// time, stored in every checkpoint, checked against the device at mount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// The device geometry the file system was formatted for.
+    pub geometry: Geometry,
+    /// `Addr` unit: addresses count `1 << addr_shift` byte units.
+    pub addr_shift: u8,
+    /// Bytes per file data block (NAND: the page size; NOR: the program page).
+    pub data_block: u32,
+    /// Bytes of a directory page node (DirRoot, DirBucket, DirTable).
+    pub dir_page: u32,
+    /// Bytes of an inode-map page node and of a block-table page node.
+    pub map_page: u32,
+    /// Bytes of a file index node.
+    pub index_node: u32,
+    /// Bytes of one checkpoint slot in an anchor block.
+    pub cp_slot: u32,
+    /// Largest file kept entirely inside its inode node.
+    pub inline_max: u32,
+    /// Block pointers an inode node holds directly (files of at most this many blocks need no
+    /// index node).
+    pub direct_ptrs: u32,
+    /// Heads layout.
+    pub heads: HeadLayout,
+    /// The two anchor blocks (checkpoint area).
+    pub anchors: [u32; 2],
+    /// Blocks kept free for garbage collection and checkpoints.
+    pub gc_reserve: u32,
+    /// Blocks kept in reserve to replace blocks that go bad.
+    pub bad_reserve: u32,
+    /// Random identifier chosen at format time.
+    pub fs_id: u64,
+    /// Default compression for new files (0 none, 1 LZ4, 2 deflate).
+    pub compression: u8,
+}
+
+/// Size of the common node header in bytes.
+pub const NODE_HEADER: u32 = 24;
+
+/// Options for [`Params::for_geometry`].
+#[derive(Clone, Copy, Debug)]
+pub struct FormatOptions {
+    /// Random identifier for the new file system (callers pass entropy; tests pass constants).
+    pub fs_id: u64,
+    /// Force a heads layout (default: `Separate` on devices of 256 blocks or more).
+    pub heads: Option<HeadLayout>,
+    /// Default compression for files (0 none, 1 LZ4, 2 deflate).
+    pub compression: u8,
+}
+
+impl Default for FormatOptions {
+    fn default() -> Self {
+        FormatOptions {
+            fs_id: 0x0DFF_5EED_0DFF_5EED,
+            heads: None,
+            compression: 0,
+        }
+    }
+}
+
+impl Params {
+    /// Chooses format parameters for a device.
+    pub fn for_geometry(g: Geometry, opts: &FormatOptions) -> Result<Params> {
+        g.validate().map_err(|_| Error::Invalid)?;
+        let cap = g.capacity();
+        // Smallest unit (at least 8 bytes) such that 31 bits address the whole device.
+        let mut shift = 3u8;
+        while ((cap - 1) >> shift) > Addr::MAX as u64 {
+            shift += 1;
+        }
+        let (data_block, dir_page, map_page, index_node, cp_slot, inline_max) = match g.kind {
+            FlashKind::Nand => {
+                let p = g.page_size;
+                (p, p, p, p, p, (p / 2).min(1536))
+            }
+            FlashKind::Nor => {
+                let pp = g.page_size;
+                // NOR is byte addressable: nodes need not match the program page. Directory
+                // pages are as large as a small NAND page so the paper's embedding pays off;
+                // index nodes are small so a random overwrite rewrites little index.
+                let dir = 2048u32.min(g.block_size() / 4).max(512);
+                let map = 1024u32.min(g.block_size() / 4).max(256);
+                let index = NODE_HEADER + 8 + 64 * 4;
+                let slot = 1024u32.min(g.block_size() / 4);
+                (pp, dir, map, index, slot, 192u32.min(pp))
+            }
+        };
+        if g.kind == FlashKind::Nor && shift != 3 {
+            return Err(Error::Invalid);
+        }
+        let heads = opts.heads.unwrap_or(if g.blocks >= 256 {
+            HeadLayout::Separate
+        } else {
+            HeadLayout::Merged
+        });
+        // Reserve: enough free blocks for GC to always make progress while every head is
+        // open, plus a spare pool for bad blocks (1% of blocks, at least one on NAND).
+        let heads_n = match heads {
+            HeadLayout::Separate => 7,
+            HeadLayout::Merged => 4,
+        };
+        let gc_reserve = 2 + heads_n / 2 + g.blocks / 200;
+        let bad_reserve = match g.kind {
+            FlashKind::Nand => (g.blocks / 100).max(1),
+            FlashKind::Nor => 0,
+        };
+        let p = Params {
+            geometry: g,
+            addr_shift: shift,
+            data_block,
+            dir_page,
+            map_page,
+            index_node,
+            cp_slot,
+            inline_max,
+            direct_ptrs: 16,
+            heads,
+            anchors: [u32::MAX, u32::MAX],
+            gc_reserve,
+            bad_reserve,
+            fs_id: opts.fs_id,
+            compression: opts.compression,
+        };
+        p.check()?;
+        Ok(p)
+    }
+
+    /// Checks internal consistency (used on parameters read from flash, which may be hostile).
+    pub fn check(&self) -> Result<()> {
+        let g = &self.geometry;
+        g.validate().map_err(|_| Error::Corrupt)?;
+        let unit = 1u32 << self.addr_shift;
+        let ok = self.addr_shift >= 3
+            && self.addr_shift <= 8
+            && ((g.capacity() - 1) >> self.addr_shift) <= Addr::MAX as u64
+            && self.data_block.is_power_of_two()
+            && self.data_block >= 64
+            && self.data_block <= g.block_size()
+            && self.dir_page >= 512
+            && self.dir_page <= 65536
+            && self.dir_page % unit == 0
+            && self.map_page >= 256
+            && self.map_page <= 65536
+            && self.map_page % unit == 0
+            && self.index_node >= NODE_HEADER + 8 + 16
+            && self.index_node <= 65536
+            && self.cp_slot >= 512
+            && self.cp_slot <= g.block_size()
+            && g.block_size() % self.cp_slot == 0
+            && self.inline_max < self.dir_page
+            && self.direct_ptrs >= 1
+            && self.direct_ptrs <= 64
+            && self.compression <= 2
+            && self.gc_reserve >= 2
+            && self.gc_reserve + self.bad_reserve + 4 <= g.blocks;
+        if !ok {
+            return Err(Error::Corrupt);
+        }
+        if g.kind == FlashKind::Nand
+            && (self.dir_page != g.page_size
+                || self.map_page != g.page_size
+                || self.index_node != g.page_size
+                || self.cp_slot != g.page_size)
+        {
+            return Err(Error::Corrupt);
+        }
+        Ok(())
+    }
+
+    /// Bytes in one `Addr` unit.
+    pub const fn unit(&self) -> u32 {
+        1 << self.addr_shift
+    }
+
+    /// The byte offset an address points to.
+    pub const fn byte_of(&self, a: Addr) -> u64 {
+        (a.0 as u64) << self.addr_shift
+    }
+
+    /// The address of a byte offset (which must be unit aligned).
+    pub const fn addr_of(&self, byte: u64) -> Addr {
+        Addr((byte >> self.addr_shift) as u32)
+    }
+
+    /// The erase block an address lies in.
+    pub const fn block_of(&self, a: Addr) -> u32 {
+        (self.byte_of(a) / self.geometry.block_size() as u64) as u32
+    }
+
+    /// Whether `a` points inside the device.
+    pub fn addr_valid(&self, a: Addr) -> bool {
+        a.is_some() && self.byte_of(a) < self.geometry.capacity()
+    }
+
+    /// Rounds `n` up to the address unit.
+    pub const fn align(&self, n: u32) -> u32 {
+        let u = self.unit();
+        n.div_ceil(u) * u
+    }
+
+    /// Pointers in one index node.
+    pub const fn index_fanout(&self) -> u32 {
+        (self.index_node - NODE_HEADER - 8) / 4
+    }
+
+    /// Entries in one inode-map leaf page.
+    pub const fn map_leaf_entries(&self) -> u32 {
+        (self.map_page - NODE_HEADER - 8) / 8
+    }
+
+    /// Children of one inode-map interior page.
+    pub const fn map_fanout(&self) -> u32 {
+        (self.map_page - NODE_HEADER - 8) / 8
+    }
+
+    /// Entries (block records) in one block-table page.
+    pub const fn bt_entries(&self) -> u32 {
+        (self.map_page - NODE_HEADER - 8) / 12
+    }
+
+    /// Largest file size in bytes (what the index tree can address, capped at 2^40).
+    pub fn max_file_size(&self) -> u64 {
+        let f = self.index_fanout() as u64;
+        let blocks = f.saturating_mul(f).saturating_mul(f).saturating_mul(f);
+        blocks
+            .saturating_mul(self.data_block as u64)
+            .min(1u64 << 40)
+    }
+
+    /// Heads used by this layout.
+    pub fn head_count(&self) -> usize {
+        match self.heads {
+            HeadLayout::Separate => 7,
+            HeadLayout::Merged => 4,
+        }
+    }
+
+    /// The head a log kind writes to.
+    pub fn head_of(&self, kind: LogKind) -> usize {
+        match self.heads {
+            HeadLayout::Separate => kind as usize,
+            HeadLayout::Merged => match kind {
+                LogKind::Journal => 0,
+                LogKind::Map | LogKind::Dir | LogKind::Inode | LogKind::Index => 1,
+                LogKind::DataHot => 2,
+                LogKind::DataCold => 3,
+            },
+        }
+    }
+
+    /// Encodes the parameters (part of every checkpoint).
+    pub fn encode(&self, w: &mut Writer) {
+        let g = &self.geometry;
+        w.u16(FORMAT_VERSION);
+        w.u8(match g.kind {
+            FlashKind::Nand => 0,
+            FlashKind::Nor => 1,
+        });
+        w.u8(self.addr_shift);
+        for v in [
+            g.page_size,
+            g.oob_size,
+            g.oob_free_offset,
+            g.oob_free_len,
+            g.pages_per_block,
+            g.blocks,
+            g.program_unit,
+            g.nop,
+            g.in_order as u32,
+            g.ecc_strength,
+            g.ecc_step,
+            self.data_block,
+            self.dir_page,
+            self.map_page,
+            self.index_node,
+            self.cp_slot,
+            self.inline_max,
+            self.direct_ptrs,
+            self.anchors[0],
+            self.anchors[1],
+            self.gc_reserve,
+            self.bad_reserve,
+        ] {
+            w.u32(v);
+        }
+        w.u8(match self.heads {
+            HeadLayout::Separate => 0,
+            HeadLayout::Merged => 1,
+        });
+        w.u8(self.compression);
+        w.u16(0);
+        w.u64(self.fs_id);
+    }
+
+    /// Decodes and checks parameters.
+    pub fn decode(r: &mut Reader<'_>) -> Result<Params> {
+        let version = r.u16()?;
+        if version != FORMAT_VERSION {
+            return Err(Error::NoFileSystem);
+        }
+        let kind = match r.u8()? {
+            0 => FlashKind::Nand,
+            1 => FlashKind::Nor,
+            _ => return Err(Error::Corrupt),
+        };
+        let addr_shift = r.u8()?;
+        let mut v = [0u32; 22];
+        for x in v.iter_mut() {
+            *x = r.u32()?;
+        }
+        let heads = match r.u8()? {
+            0 => HeadLayout::Separate,
+            1 => HeadLayout::Merged,
+            _ => return Err(Error::Corrupt),
+        };
+        let compression = r.u8()?;
+        r.u16()?;
+        let fs_id = r.u64()?;
+        let geometry = Geometry {
+            kind,
+            page_size: v[0],
+            oob_size: v[1],
+            oob_free_offset: v[2],
+            oob_free_len: v[3],
+            pages_per_block: v[4],
+            blocks: v[5],
+            program_unit: v[6],
+            nop: v[7],
+            in_order: v[8] != 0,
+            ecc_strength: v[9],
+            ecc_step: v[10],
+        };
+        let p = Params {
+            geometry,
+            addr_shift,
+            data_block: v[11],
+            dir_page: v[12],
+            map_page: v[13],
+            index_node: v[14],
+            cp_slot: v[15],
+            inline_max: v[16],
+            direct_ptrs: v[17],
+            anchors: [v[18], v[19]],
+            heads,
+            gc_reserve: v[20],
+            bad_reserve: v[21],
+            fs_id,
+            compression,
+        };
+        p.check()?;
+        if p.anchors[0] >= geometry.blocks
+            || p.anchors[1] >= geometry.blocks
+            || p.anchors[0] == p.anchors[1]
+        {
+            return Err(Error::Corrupt);
+        }
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn slc() -> Geometry {
+        Geometry {
+            kind: FlashKind::Nand,
+            page_size: 2048,
+            oob_size: 64,
+            oob_free_offset: 2,
+            oob_free_len: 38,
+            pages_per_block: 64,
+            blocks: 1024,
+            program_unit: 512,
+            nop: 4,
+            in_order: false,
+            ecc_strength: 1,
+            ecc_step: 512,
+        }
+    }
+
+    #[test]
+    fn params_roundtrip_and_derived_sizes() {
+        let mut p = Params::for_geometry(slc(), &FormatOptions::default()).unwrap();
+        p.anchors = [0, 1];
+        assert_eq!(p.addr_shift, 3);
+        assert_eq!(p.index_fanout(), 504);
+        assert_eq!(p.map_leaf_entries(), 252);
+        let mut w = Writer::default();
+        p.encode(&mut w);
+        let q = Params::decode(&mut Reader::new(&w.buf)).unwrap();
+        assert_eq!(p, q);
+    }
+
+    #[test]
+    fn large_devices_get_a_larger_address_unit() {
+        let mut g = slc();
+        g.page_size = 4096;
+        g.pages_per_block = 128;
+        g.blocks = 131072; // 64 GiB
+        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        assert_eq!(p.addr_shift, 5);
+        assert!(p.byte_of(Addr(Addr::MAX)) >= g.capacity() - 32);
+    }
+
+    #[test]
+    fn corrupt_params_are_rejected() {
+        let mut p = Params::for_geometry(slc(), &FormatOptions::default()).unwrap();
+        p.anchors = [0, 1];
+        let mut w = Writer::default();
+        p.encode(&mut w);
+        // Flip the data block size to something absurd.
+        let mut bytes = w.buf.clone();
+        let pos = 4 + 11 * 4;
+        bytes[pos..pos + 4].copy_from_slice(&3u32.to_le_bytes());
+        assert_eq!(
+            Params::decode(&mut Reader::new(&bytes)),
+            Err(Error::Corrupt)
+        );
+        assert!(Params::decode(&mut Reader::new(&w.buf[..10])).is_err());
+    }
+}

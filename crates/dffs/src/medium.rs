@@ -1,0 +1,180 @@
+//! Byte-addressed access to the flash device, with operation counters and ECC bookkeeping.
+//!
+//! Owns the translation from device byte offsets to (page, offset) operations, the splitting of
+//! NOR programs at program-page boundaries and of NAND reads at page boundaries, the counters of
+//! reads/programs/erases the file system caused, and the list of blocks whose reads needed ECC
+//! correction (scrub candidates). It must never decide what to do about a failure: it reports.
+
+use alloc::vec::Vec;
+
+use crate::error::{Error, Result};
+use crate::flash::{EccStatus, Flash, FlashError, FlashKind, Geometry};
+
+/// Counts of device operations, as the file system issued them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpCounts {
+    /// Read operations (one per NAND page touched, one per NOR access).
+    pub reads: u64,
+    /// Program operations.
+    pub programs: u64,
+    /// Erase operations.
+    pub erases: u64,
+    /// Reads that came back corrected by ECC.
+    pub corrected: u64,
+    /// Reads that came back uncorrectable.
+    pub uncorrectable: u64,
+}
+
+impl OpCounts {
+    /// The difference `self - earlier`.
+    pub fn since(&self, earlier: &OpCounts) -> OpCounts {
+        OpCounts {
+            reads: self.reads - earlier.reads,
+            programs: self.programs - earlier.programs,
+            erases: self.erases - earlier.erases,
+            corrected: self.corrected - earlier.corrected,
+            uncorrectable: self.uncorrectable - earlier.uncorrectable,
+        }
+    }
+}
+
+/// Most blocks remembered as scrub candidates at once.
+const SCRUB_MAX: usize = 32;
+
+/// The device plus counters.
+pub struct Medium<F: Flash> {
+    /// The device.
+    pub flash: F,
+    /// Its geometry (cached).
+    pub g: Geometry,
+    /// Operations issued so far.
+    pub counts: OpCounts,
+    /// Blocks whose reads needed correction, oldest first (deduplicated, bounded).
+    pub scrub: Vec<u32>,
+}
+
+impl<F: Flash> Medium<F> {
+    /// Wraps a device.
+    pub fn new(flash: F) -> Self {
+        let g = flash.geometry();
+        Medium {
+            flash,
+            g,
+            counts: OpCounts::default(),
+            scrub: Vec::new(),
+        }
+    }
+
+    fn note_status(&mut self, page: u32, st: EccStatus) {
+        match st {
+            EccStatus::Clean => {}
+            EccStatus::Corrected(_) => {
+                self.counts.corrected += 1;
+                let b = self.g.block_of(page);
+                if !self.scrub.contains(&b) && self.scrub.len() < SCRUB_MAX {
+                    self.scrub.push(b);
+                }
+            }
+            EccStatus::Uncorrectable => self.counts.uncorrectable += 1,
+        }
+    }
+
+    /// Reads one page's data range and free OOB bytes; returns the ECC status.
+    pub fn read_page(
+        &mut self,
+        page: u32,
+        offset: u32,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<EccStatus> {
+        self.counts.reads += 1;
+        let st = self
+            .flash
+            .read(page, offset, data, oob)
+            .map_err(Error::from)?;
+        self.note_status(page, st);
+        Ok(st)
+    }
+
+    /// Reads `buf.len()` bytes at device byte offset `pos`, across pages if needed. Returns the
+    /// worst ECC status seen (the caller decides whether `Uncorrectable` is fatal).
+    pub fn read_status(&mut self, pos: u64, buf: &mut [u8]) -> Result<EccStatus> {
+        let ps = self.g.page_size as u64;
+        if pos + buf.len() as u64 > self.g.capacity() {
+            return Err(Error::Corrupt);
+        }
+        match self.g.kind {
+            FlashKind::Nor => {
+                if buf.is_empty() {
+                    return Ok(EccStatus::Clean);
+                }
+                self.counts.reads += 1;
+                let st = self
+                    .flash
+                    .read((pos / ps) as u32, (pos % ps) as u32, buf, &mut [])
+                    .map_err(Error::from)?;
+                Ok(st)
+            }
+            FlashKind::Nand => {
+                let mut worst = EccStatus::Clean;
+                let mut done = 0usize;
+                while done < buf.len() {
+                    let p = pos + done as u64;
+                    let page = (p / ps) as u32;
+                    let off = (p % ps) as u32;
+                    let n = ((ps - off as u64) as usize).min(buf.len() - done);
+                    let st = self.read_page(page, off, &mut buf[done..done + n], &mut [])?;
+                    worst = worst.worst(st);
+                    done += n;
+                }
+                Ok(worst)
+            }
+        }
+    }
+
+    /// Reads `buf.len()` bytes at `pos`; uncorrectable data is an `Io` error.
+    pub fn read(&mut self, pos: u64, buf: &mut [u8]) -> Result<()> {
+        match self.read_status(pos, buf)? {
+            EccStatus::Uncorrectable => Err(Error::Io),
+            _ => Ok(()),
+        }
+    }
+
+    /// Programs `data` at device byte offset `pos` (and `oob` into the page's free OOB bytes,
+    /// NAND). NAND: the range stays in one page. NOR: split at program-page boundaries.
+    pub fn program(
+        &mut self,
+        pos: u64,
+        data: &[u8],
+        oob: &[u8],
+    ) -> core::result::Result<(), FlashError> {
+        let ps = self.g.page_size as u64;
+        match self.g.kind {
+            FlashKind::Nand => {
+                self.counts.programs += 1;
+                self.flash
+                    .program((pos / ps) as u32, (pos % ps) as u32, data, oob)
+            }
+            FlashKind::Nor => {
+                let mut done = 0usize;
+                while done < data.len() {
+                    let p = pos + done as u64;
+                    let off = (p % ps) as u32;
+                    let n = ((ps - off as u64) as usize).min(data.len() - done);
+                    self.counts.programs += 1;
+                    self.flash
+                        .program((p / ps) as u32, off, &data[done..done + n], &[])?;
+                    done += n;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Erases a block.
+    pub fn erase(&mut self, block: u32) -> core::result::Result<(), FlashError> {
+        self.counts.erases += 1;
+        self.scrub.retain(|&b| b != block);
+        self.flash.erase(block)
+    }
+}

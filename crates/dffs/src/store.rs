@@ -1,0 +1,993 @@
+//! The block manager and the log heads: where every byte DFFS writes goes, and what each erase
+//! block holds.
+//!
+//! Owns the block table (state, owner log, live bytes, erase count and age of every erase
+//! block), block allocation with dynamic wear leveling, bad-block retirement (a block that fails
+//! a program is copied to a spare and swapped in, so addresses already handed out stay valid),
+//! the open blocks ("heads") of every log with their NAND write buffers, the global sequence
+//! number, and reading nodes back with CRC checks. It must never know what a node means: it
+//! stores bytes, counts live space and hands out addresses.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::codec::{crc32c, Reader, Writer};
+use crate::error::{Error, Result};
+use crate::flash::{EccStatus, Flash, FlashError, FlashKind};
+use crate::layout::{Addr, LogKind, Params, MAX_HEADS, NODE_HEADER};
+use crate::medium::Medium;
+use crate::node::{self, NodeBuilder, NodeHeader, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
+
+/// What an erase block is used for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum BlockState {
+    /// Not in use; contents unknown (erased before use).
+    Free = 0,
+    /// Not in use and known to be erased.
+    Erased = 1,
+    /// Holds nodes of one log; closed.
+    Used = 2,
+    /// The open block of a log head.
+    Head = 3,
+    /// Emptied by garbage collection (or a dead journal block); may still hold data the last
+    /// checkpoint needs, so it becomes free only after the next checkpoint.
+    PendingErase = 4,
+    /// One of the two checkpoint blocks.
+    Anchor = 5,
+    /// Set aside for the journal's next block.
+    Reserved = 6,
+    /// Bad (factory or grown); never used.
+    Bad = 7,
+}
+
+impl BlockState {
+    fn from_u8(v: u8) -> Option<BlockState> {
+        use BlockState::*;
+        Some(match v {
+            0 => Free,
+            1 => Erased,
+            2 => Used,
+            3 => Head,
+            4 => PendingErase,
+            5 => Anchor,
+            6 => Reserved,
+            7 => Bad,
+            _ => return None,
+        })
+    }
+}
+
+/// One erase block's record: 12 bytes in RAM and on flash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Erase count.
+    pub ec: u32,
+    /// Bytes of live nodes and data in the block.
+    pub live: u32,
+    info: u32,
+}
+
+impl BlockInfo {
+    /// A record with the given fields.
+    pub fn new(state: BlockState, kind: LogKind, ec: u32, live: u32, age: u32) -> Self {
+        BlockInfo {
+            ec,
+            live,
+            info: state as u32 | (kind as u32) << 4 | (age & 0xFF_FFFF) << 8,
+        }
+    }
+    /// The block's state.
+    pub fn state(&self) -> BlockState {
+        BlockState::from_u8((self.info & 0xF) as u8).unwrap_or(BlockState::Bad)
+    }
+    /// The log the block belongs to (meaningful for Used/Head blocks).
+    pub fn kind(&self) -> LogKind {
+        LogKind::from_u8(((self.info >> 4) & 0xF) as u8).unwrap_or(LogKind::DataCold)
+    }
+    /// Checkpoint number (low 24 bits) of the last write into the block.
+    pub fn age(&self) -> u32 {
+        self.info >> 8
+    }
+    fn set(&mut self, state: BlockState, kind: LogKind, age: u32) {
+        *self = BlockInfo::new(state, kind, self.ec, self.live, age);
+    }
+    fn set_state(&mut self, state: BlockState) {
+        let (k, a) = (self.kind(), self.age());
+        self.set(state, k, a);
+    }
+    /// Encodes the record.
+    pub fn encode(&self, w: &mut Writer) {
+        w.u32(self.ec).u32(self.live).u32(self.info);
+    }
+    /// Decodes a record, rejecting impossible values.
+    pub fn decode(r: &mut Reader<'_>, block_size: u32) -> Result<BlockInfo> {
+        let (ec, live, info) = (r.u32()?, r.u32()?, r.u32()?);
+        let b = BlockInfo { ec, live, info };
+        if BlockState::from_u8((info & 0xF) as u8).is_none()
+            || LogKind::from_u8(((info >> 4) & 0xF) as u8).is_none()
+            || live > block_size
+        {
+            return Err(Error::Corrupt);
+        }
+        Ok(b)
+    }
+}
+
+/// An open block of a log, with the NAND write buffer of its current page.
+#[derive(Clone, Debug)]
+pub struct Head {
+    /// Logical block, or `u32::MAX` when the head has no block.
+    pub block: u32,
+    /// Byte offset in the block where the next node goes.
+    pub off: u32,
+    /// NAND: the page being filled (empty when no page is buffered).
+    buf: Vec<u8>,
+    /// Byte offset in the block of the buffered page.
+    buf_page: u32,
+    /// Bytes of the buffered page already programmed.
+    buf_prog: u32,
+    /// Program operations spent on the buffered page.
+    buf_nops: u32,
+}
+
+impl Head {
+    fn empty() -> Head {
+        Head {
+            block: u32::MAX,
+            off: 0,
+            buf: Vec::new(),
+            buf_page: 0,
+            buf_prog: 0,
+            buf_nops: 0,
+        }
+    }
+    /// Whether the head has an open block.
+    pub fn is_open(&self) -> bool {
+        self.block != u32::MAX
+    }
+}
+
+/// A bad block swapped out: logical block `logical` now lives on physical block `physical`
+/// (and the logical block numbered `physical` is bad).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Remap {
+    /// The logical block whose data moved.
+    pub logical: u32,
+    /// The physical block now holding it.
+    pub physical: u32,
+}
+
+/// Who is asking for a block: applications must leave the reserve to garbage collection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Priority {
+    /// Writes on behalf of the application.
+    User,
+    /// Garbage collection, checkpoints and recovery (may use the reserve).
+    Reserve,
+}
+
+/// Bytes of a data node header (type `Data`) before its payload.
+pub const DATA_HEADER: u32 = NODE_HEADER + 16;
+
+/// Blocks, heads and the device.
+pub struct Store<F: Flash> {
+    /// The device.
+    pub m: Medium<F>,
+    /// Format parameters.
+    pub p: Params,
+    /// Per logical block records.
+    pub blocks: Vec<BlockInfo>,
+    /// Swapped-out bad blocks.
+    pub remaps: Vec<Remap>,
+    /// Swaps not yet recorded in the journal (the journal layer writes them).
+    pub unjournaled_remaps: Vec<Remap>,
+    /// Open blocks, indexed by head number.
+    pub heads: [Head; MAX_HEADS],
+    /// Next sequence number to hand out.
+    pub seq: u64,
+    /// Checkpoint counter (ages blocks).
+    pub cp_number: u64,
+    /// Block set aside for the journal to continue in.
+    pub journal_next: u32,
+    /// No writes allowed.
+    pub read_only: bool,
+}
+
+impl<F: Flash> Store<F> {
+    /// A store over `flash` with parameters `p` and an all-free block table.
+    pub fn new(flash: F, p: Params) -> Store<F> {
+        let g = p.geometry;
+        Store {
+            m: Medium::new(flash),
+            p,
+            blocks: vec![
+                BlockInfo::new(BlockState::Free, LogKind::DataHot, 0, 0, 0);
+                g.blocks as usize
+            ],
+            remaps: Vec::new(),
+            unjournaled_remaps: Vec::new(),
+            heads: core::array::from_fn(|_| Head::empty()),
+            seq: 1,
+            cp_number: 1,
+            journal_next: u32::MAX,
+            read_only: false,
+        }
+    }
+
+    /// RAM held by the store (block table, heads' buffers).
+    pub fn ram_bytes(&self) -> usize {
+        self.blocks.capacity() * core::mem::size_of::<BlockInfo>()
+            + self.remaps.capacity() * 8
+            + self.heads.iter().map(|h| h.buf.capacity()).sum::<usize>()
+    }
+
+    // ----- addressing -------------------------------------------------------------------
+
+    /// Physical block of a logical block.
+    pub fn phys(&self, logical: u32) -> u32 {
+        for r in &self.remaps {
+            if r.logical == logical {
+                return r.physical;
+            }
+            if r.physical == logical {
+                return r.logical;
+            }
+        }
+        logical
+    }
+
+    /// Physical byte offset of a logical byte offset.
+    fn phys_pos(&self, pos: u64) -> u64 {
+        let bs = self.p.geometry.block_size() as u64;
+        let b = (pos / bs) as u32;
+        let pb = self.phys(b);
+        pb as u64 * bs + pos % bs
+    }
+
+    /// Takes the next sequence number.
+    pub fn next_seq(&mut self) -> u64 {
+        let s = self.seq;
+        self.seq += 1;
+        s
+    }
+
+    // ----- reading ----------------------------------------------------------------------
+
+    /// If `[pos, pos+len)` lies in a head's buffered page, copies it from RAM.
+    fn read_from_buffers(&self, pos: u64, buf: &mut [u8]) -> bool {
+        let bs = self.p.geometry.block_size() as u64;
+        for h in &self.heads {
+            if !h.is_open() || h.buf.is_empty() {
+                continue;
+            }
+            let start = h.block as u64 * bs + h.buf_page as u64;
+            let end = start + h.buf.len() as u64;
+            if pos >= start && pos + buf.len() as u64 <= end {
+                let o = (pos - start) as usize;
+                buf.copy_from_slice(&h.buf[o..o + buf.len()]);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Reads `buf.len()` bytes at logical byte offset `pos`; uncorrectable data is `Io`.
+    pub fn read(&mut self, pos: u64, buf: &mut [u8]) -> Result<()> {
+        if self.read_from_buffers(pos, buf) {
+            return Ok(());
+        }
+        let bs = self.p.geometry.block_size() as u64;
+        if pos / bs != (pos + buf.len().max(1) as u64 - 1) / bs {
+            // Crosses a block boundary: read block by block (remaps differ).
+            let split = ((pos / bs) + 1) * bs;
+            let n = (split - pos) as usize;
+            let (a, b) = buf.split_at_mut(n);
+            self.read(pos, a)?;
+            return self.read(split, b);
+        }
+        let pp = self.phys_pos(pos);
+        self.m.read(pp, buf)
+    }
+
+    /// Reads a NAND page's data and free OOB bytes (logical page number) from flash (not from
+    /// write buffers: flush first); returns the ECC status.
+    pub fn read_page(&mut self, page: u32, data: &mut [u8], oob: &mut [u8]) -> Result<EccStatus> {
+        let g = self.p.geometry;
+        let pos = page as u64 * g.page_size as u64;
+        let ppage = (self.phys_pos(pos) / g.page_size as u64) as u32;
+        self.m.read_page(ppage, 0, data, oob)
+    }
+
+    /// Reads a complete node at `a` (at most `max_len` bytes long), checks its CRC and type,
+    /// and returns its bytes (header included, padding excluded).
+    pub fn read_node(
+        &mut self,
+        a: Addr,
+        typ: NodeType,
+        max_len: u32,
+    ) -> Result<(NodeHeader, Vec<u8>)> {
+        if !self.p.addr_valid(a) {
+            return Err(Error::Corrupt);
+        }
+        let pos = self.p.byte_of(a);
+        let g = self.p.geometry;
+        let bs = g.block_size() as u64;
+        let room = (bs - pos % bs) as u32;
+        let max_len = max_len.min(room);
+        if max_len < NODE_HEADER {
+            return Err(Error::Corrupt);
+        }
+        let first = match g.kind {
+            // One operation for the whole node (nodes never cross NAND pages unless they are
+            // larger than a page).
+            FlashKind::Nand => {
+                let to_page_end = g.page_size - (pos % g.page_size as u64) as u32;
+                max_len.min(to_page_end.max(NODE_HEADER))
+            }
+            FlashKind::Nor => max_len.min(256),
+        };
+        let mut buf = vec![0u8; first as usize];
+        self.read(pos, &mut buf)?;
+        let hdr = match node::probe(&buf, max_len) {
+            Probe::Header(h) if h.typ == typ => h,
+            _ => return Err(Error::Corrupt),
+        };
+        if hdr.len as usize > buf.len() {
+            let have = buf.len();
+            buf.resize(hdr.len as usize, 0);
+            self.read(pos + have as u64, &mut buf[have..])?;
+        }
+        buf.truncate(hdr.len as usize);
+        node::verify(&buf, &hdr)?;
+        Ok((hdr, buf))
+    }
+
+    // ----- block allocation -------------------------------------------------------------
+
+    /// Blocks in the free pool.
+    pub fn free_blocks(&self) -> u32 {
+        self.blocks
+            .iter()
+            .filter(|b| matches!(b.state(), BlockState::Free | BlockState::Erased))
+            .count() as u32
+    }
+
+    /// Blocks waiting for the next checkpoint to become free.
+    pub fn pending_blocks(&self) -> u32 {
+        self.blocks
+            .iter()
+            .filter(|b| b.state() == BlockState::PendingErase)
+            .count() as u32
+    }
+
+    /// Blocks the application may not take (GC and bad-block reserve).
+    pub fn reserve_blocks(&self) -> u32 {
+        self.p.gc_reserve + self.p.bad_reserve
+    }
+
+    /// Erases a logical block, retiring it if the erase fails. Returns false if it went bad.
+    fn erase_block(&mut self, b: u32) -> Result<bool> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let pb = self.phys(b);
+        self.blocks[b as usize].ec = self.blocks[b as usize].ec.saturating_add(1);
+        match self.m.erase(pb) {
+            Ok(()) => Ok(true),
+            Err(FlashError::PowerLoss) => Err(Error::PowerLoss),
+            Err(_) => {
+                self.retire(b);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Marks a logical block bad, on flash where the device supports it, and in the table.
+    pub fn retire(&mut self, b: u32) {
+        let pb = self.phys(b);
+        let _ = self.m.flash.mark_bad(pb);
+        let e = &mut self.blocks[b as usize];
+        e.live = 0;
+        e.set_state(BlockState::Bad);
+    }
+
+    /// Takes a block from the free pool for log `kind` and erases it. Hot logs get the least
+    /// worn block, cold data the most worn one (dynamic wear leveling).
+    pub fn alloc_block(&mut self, kind: LogKind, prio: Priority) -> Result<u32> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        loop {
+            let free = self.free_blocks();
+            let floor = match prio {
+                Priority::User => self.reserve_blocks(),
+                Priority::Reserve => 0,
+            };
+            if free <= floor {
+                return Err(Error::NoSpace);
+            }
+            let want_old = kind == LogKind::DataCold;
+            let mut best: Option<u32> = None;
+            for (i, e) in self.blocks.iter().enumerate() {
+                if !matches!(e.state(), BlockState::Free | BlockState::Erased) {
+                    continue;
+                }
+                best = match best {
+                    None => Some(i as u32),
+                    Some(j) => {
+                        let ej = self.blocks[j as usize].ec;
+                        let better = if want_old { e.ec > ej } else { e.ec < ej };
+                        if better {
+                            Some(i as u32)
+                        } else {
+                            Some(j)
+                        }
+                    }
+                };
+            }
+            let b = best.ok_or(Error::NoSpace)?;
+            if self.blocks[b as usize].state() == BlockState::Free && !self.erase_block(b)? {
+                continue;
+            }
+            let age = self.cp_number as u32;
+            let e = &mut self.blocks[b as usize];
+            e.live = 0;
+            e.set(BlockState::Head, kind, age);
+            return Ok(b);
+        }
+    }
+
+    /// Sets a block's state (used by GC, checkpoints and mount).
+    pub fn set_state(&mut self, b: u32, s: BlockState) {
+        self.blocks[b as usize].set_state(s);
+    }
+
+    /// Adds live bytes to the block holding `a`.
+    pub fn add_live(&mut self, a: Addr, bytes: u32) {
+        let b = self.p.block_of(a) as usize;
+        if let Some(e) = self.blocks.get_mut(b) {
+            e.live = e
+                .live
+                .saturating_add(bytes)
+                .min(self.p.geometry.block_size());
+        }
+    }
+
+    /// Records that `bytes` at `a` are no longer live.
+    pub fn kill(&mut self, a: Addr, bytes: u32) {
+        if !self.p.addr_valid(a) {
+            return;
+        }
+        let b = self.p.block_of(a) as usize;
+        if let Some(e) = self.blocks.get_mut(b) {
+            e.live = e.live.saturating_sub(bytes);
+        }
+    }
+
+    // ----- writing ----------------------------------------------------------------------
+
+    fn head_index(&self, kind: LogKind) -> usize {
+        self.p.head_of(kind)
+    }
+
+    /// Opens a new block for head `h` (journal heads continue in their reserved block and
+    /// begin it with a link record).
+    fn open_block(&mut self, h: usize, kind: LogKind, prio: Priority) -> Result<()> {
+        if kind == LogKind::Journal {
+            return self.open_journal_block(prio);
+        }
+        let b = self.alloc_block(kind, prio)?;
+        self.heads[h] = Head {
+            block: b,
+            ..Head::empty()
+        };
+        Ok(())
+    }
+
+    /// Moves the journal into its reserved next block (erased when it was reserved, so the
+    /// switch itself cannot fail) and reserves and erases the one after it, before the link
+    /// record that names it is written.
+    fn open_journal_block(&mut self, _prio: Priority) -> Result<()> {
+        let h = self.head_index(LogKind::Journal);
+        let prev = self.heads[h].block;
+        if self.journal_next == u32::MAX {
+            self.reserve_journal_next()?;
+        }
+        let b = self.journal_next;
+        self.journal_next = u32::MAX;
+        let age = self.cp_number as u32;
+        self.blocks[b as usize].live = 0;
+        self.blocks[b as usize].set(BlockState::Head, LogKind::Journal, age);
+        if prev != u32::MAX && self.blocks[prev as usize].state() == BlockState::Head {
+            self.blocks[prev as usize].set_state(BlockState::Used);
+        }
+        self.reserve_journal_next()?;
+        self.heads[h] = Head {
+            block: b,
+            ..Head::empty()
+        };
+        let mut nb = NodeBuilder::new(NodeType::JLink, 0, 0, 40);
+        nb.w.u32(prev).u32(self.journal_next);
+        let a = self.append_bytes_in_block(h, LogKind::Journal, nb)?;
+        let len = self.p.align(NODE_HEADER + 8);
+        self.add_live(a, len);
+        Ok(())
+    }
+
+    /// Allocates, erases and sets aside the journal's next block.
+    pub fn reserve_journal_next(&mut self) -> Result<()> {
+        if self.journal_next != u32::MAX {
+            return Ok(());
+        }
+        let n = self.alloc_block(LogKind::Journal, Priority::Reserve)?;
+        self.blocks[n as usize].set_state(BlockState::Reserved);
+        self.journal_next = n;
+        Ok(())
+    }
+
+    /// Closes head `h`'s block (its remaining space is left unused).
+    pub fn close_head(&mut self, h: usize) -> Result<()> {
+        self.flush_head(h)?;
+        let b = self.heads[h].block;
+        if b != u32::MAX && self.blocks[b as usize].state() == BlockState::Head {
+            self.blocks[b as usize].set_state(BlockState::Used);
+        }
+        self.heads[h] = Head::empty();
+        Ok(())
+    }
+
+    /// Forgets every head and its buffer, without writing or changing block states (the
+    /// caller reloads the block table afterwards).
+    pub fn reset_heads(&mut self) {
+        self.heads = core::array::from_fn(|_| Head::empty());
+    }
+
+    /// Forgets every head without writing (after a power cut their blocks may end in a
+    /// half-programmed page, so they are never written again before an erase).
+    pub fn abandon_heads(&mut self) {
+        for h in 0..MAX_HEADS {
+            let b = self.heads[h].block;
+            if b != u32::MAX && self.blocks[b as usize].state() == BlockState::Head {
+                self.blocks[b as usize].set_state(BlockState::Used);
+            }
+            self.heads[h] = Head::empty();
+        }
+    }
+
+    /// Appends a node to log `kind`. The node must fit in one page on NAND (fixed-size page
+    /// nodes are placed at a page boundary). Returns its address.
+    pub fn write_node(&mut self, kind: LogKind, nb: NodeBuilder, prio: Priority) -> Result<Addr> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let h = self.head_index(kind);
+        let len = self.p.align(nb.w.len() as u32);
+        let g = self.p.geometry;
+        if g.kind == FlashKind::Nand && len > g.page_size {
+            return Err(Error::Invalid);
+        }
+        if !self.heads[h].is_open() || self.heads[h].off + len > g.block_size() {
+            if self.heads[h].is_open() {
+                self.close_head(h)?;
+            }
+            self.open_block(h, kind, prio)?;
+        }
+        if g.kind == FlashKind::Nand {
+            let in_page = self.heads[h].off % g.page_size;
+            if in_page + len > g.page_size {
+                self.finish_page(h)?;
+                if self.heads[h].off + len > g.block_size() {
+                    self.close_head(h)?;
+                    self.open_block(h, kind, prio)?;
+                }
+            }
+        }
+        let a = self.append_bytes_in_block(h, kind, nb)?;
+        self.add_live(a, len);
+        Ok(a)
+    }
+
+    /// Places a finished node into head `h` at its current offset (room already checked).
+    fn append_bytes_in_block(&mut self, h: usize, _kind: LogKind, nb: NodeBuilder) -> Result<Addr> {
+        let seq = self.next_seq();
+        let bytes = nb.finish(seq, self.p.unit());
+        let g = self.p.geometry;
+        let bs = g.block_size() as u64;
+        let head_block = self.heads[h].block;
+        let off = self.heads[h].off;
+        let a = self.p.addr_of(head_block as u64 * bs + off as u64);
+        match g.kind {
+            FlashKind::Nor => {
+                let pos = self.phys_pos(head_block as u64 * bs + off as u64);
+                self.program_with_recovery(h, pos, &bytes, &[])?;
+                self.heads[h].off += bytes.len() as u32;
+            }
+            FlashKind::Nand => {
+                let page_off = off - off % g.page_size;
+                let head = &mut self.heads[h];
+                if head.buf.is_empty() || head.buf_page != page_off {
+                    head.buf = vec![0u8; g.page_size as usize];
+                    head.buf_page = page_off;
+                    head.buf_prog = 0;
+                    head.buf_nops = 0;
+                }
+                let o = (off - page_off) as usize;
+                head.buf[o..o + bytes.len()].copy_from_slice(&bytes);
+                head.off += bytes.len() as u32;
+                if head.off - page_off == g.page_size {
+                    self.finish_page(h)?;
+                }
+            }
+        }
+        Ok(a)
+    }
+
+    /// NAND: programs whatever of the buffered page is not yet programmed, pads the rest of
+    /// the page, and moves the head to the next page.
+    fn finish_page(&mut self, h: usize) -> Result<()> {
+        let g = self.p.geometry;
+        if g.kind == FlashKind::Nor || self.heads[h].buf.is_empty() {
+            return Ok(());
+        }
+        let fill = self.heads[h].off - self.heads[h].buf_page;
+        if fill > self.heads[h].buf_prog {
+            let end = fill.div_ceil(g.program_unit) * g.program_unit;
+            self.program_buffered(h, end)?;
+        }
+        let head = &mut self.heads[h];
+        head.off = head.buf_page + g.page_size;
+        head.buf = Vec::new();
+        Ok(())
+    }
+
+    /// Programs the buffered page from `buf_prog` up to `end` (a program-unit multiple).
+    fn program_buffered(&mut self, h: usize, end: u32) -> Result<()> {
+        let g = self.p.geometry;
+        let (block, page_off, start) = {
+            let hd = &self.heads[h];
+            (hd.block, hd.buf_page, hd.buf_prog)
+        };
+        if end <= start {
+            return Ok(());
+        }
+        let bs = g.block_size() as u64;
+        let pos = block as u64 * bs + page_off as u64 + start as u64;
+        let data = self.heads[h].buf[start as usize..end as usize].to_vec();
+        let tag;
+        let oob: &[u8] = if start == 0 {
+            tag = OobTag::nodes(self.seq).encode();
+            &tag[..OOB_TAG_LEN.min(g.oob_free_len as usize)]
+        } else {
+            &[]
+        };
+        let ppos = self.phys_pos(pos);
+        self.program_with_recovery(h, ppos, &data, oob)?;
+        let hd = &mut self.heads[h];
+        hd.buf_prog = end;
+        hd.buf_nops += 1;
+        Ok(())
+    }
+
+    /// Makes everything written to log `kind` durable (NAND: programs the partly filled page;
+    /// later nodes continue after it in the same page while the NOP limit allows).
+    pub fn flush(&mut self, kind: LogKind) -> Result<()> {
+        let h = self.head_index(kind);
+        self.flush_head(h)
+    }
+
+    fn flush_head(&mut self, h: usize) -> Result<()> {
+        let g = self.p.geometry;
+        if g.kind == FlashKind::Nor || !self.heads[h].is_open() || self.heads[h].buf.is_empty() {
+            return Ok(());
+        }
+        let fill = self.heads[h].off - self.heads[h].buf_page;
+        if fill <= self.heads[h].buf_prog {
+            return Ok(());
+        }
+        let end = fill.div_ceil(g.program_unit) * g.program_unit;
+        self.program_buffered(h, end)?;
+        let hd = &mut self.heads[h];
+        let nop_left = g.nop == 0 || hd.buf_nops < g.nop;
+        if end >= g.page_size || !nop_left {
+            hd.off = hd.buf_page + g.page_size;
+            hd.buf = Vec::new();
+            if hd.off >= g.block_size() {
+                let b = hd.block;
+                self.heads[h] = Head::empty();
+                if self.blocks[b as usize].state() == BlockState::Head {
+                    self.blocks[b as usize].set_state(BlockState::Used);
+                }
+            }
+        } else {
+            hd.off = hd.buf_page + end;
+        }
+        Ok(())
+    }
+
+    /// Flushes every head.
+    pub fn flush_all(&mut self) -> Result<()> {
+        for h in 0..self.p.head_count() {
+            self.flush_head(h)?;
+        }
+        Ok(())
+    }
+
+    /// NAND: writes one raw data page (file block `block` of inode `ino`) to log `kind`, with
+    /// its OOB tag. Returns its address.
+    pub fn write_data_page(
+        &mut self,
+        kind: LogKind,
+        ino: u32,
+        block: u32,
+        data: &[u8],
+        prio: Priority,
+    ) -> Result<Addr> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let g = self.p.geometry;
+        debug_assert_eq!(g.kind, FlashKind::Nand);
+        if data.len() != g.page_size as usize {
+            return Err(Error::Invalid);
+        }
+        let h = self.head_index(kind);
+        if self.heads[h].is_open() && self.heads[h].off % g.page_size != 0 {
+            self.finish_page(h)?;
+        }
+        if !self.heads[h].is_open() || self.heads[h].off >= g.block_size() {
+            if self.heads[h].is_open() {
+                self.close_head(h)?;
+            }
+            self.open_block(h, kind, prio)?;
+        }
+        let seq = self.next_seq();
+        let tag = OobTag {
+            kind: TAG_DATA,
+            flags: 0,
+            ino,
+            block,
+            seq: seq as u32,
+            data_crc: crc32c(data),
+        }
+        .encode();
+        let bs = g.block_size() as u64;
+        let pos = self.heads[h].block as u64 * bs + self.heads[h].off as u64;
+        let ppos = self.phys_pos(pos);
+        self.program_with_recovery(
+            h,
+            ppos,
+            data,
+            &tag[..OOB_TAG_LEN.min(g.oob_free_len as usize)],
+        )?;
+        let pos = self.heads[h].block as u64 * bs + self.heads[h].off as u64;
+        self.heads[h].off += g.page_size;
+        let a = self.p.addr_of(pos);
+        self.add_live(a, g.page_size);
+        if self.heads[h].off >= g.block_size() {
+            self.close_head(h)?;
+        }
+        Ok(a)
+    }
+
+    /// NOR (and compressed data): writes a data node header followed by its payload,
+    /// contiguous in one block. Returns the address of the header; the payload starts
+    /// [`DATA_HEADER`] bytes later.
+    pub fn write_data_node(
+        &mut self,
+        kind: LogKind,
+        nb: NodeBuilder,
+        payload: &[u8],
+        prio: Priority,
+    ) -> Result<Addr> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let g = self.p.geometry;
+        let h = self.head_index(kind);
+        let total = self.p.align(DATA_HEADER + payload.len() as u32);
+        if total > g.block_size() {
+            return Err(Error::Invalid);
+        }
+        if g.kind == FlashKind::Nand {
+            // Page-aligned start on NAND keeps the node out of any write buffer.
+            if self.heads[h].is_open() && self.heads[h].off % g.page_size != 0 {
+                self.finish_page(h)?;
+            }
+        }
+        if !self.heads[h].is_open() || self.heads[h].off + total > g.block_size() {
+            if self.heads[h].is_open() {
+                self.close_head(h)?;
+            }
+            self.open_block(h, kind, prio)?;
+        }
+        let seq = self.next_seq();
+        let mut bytes = nb.finish(seq, 1);
+        if bytes.len() != DATA_HEADER as usize {
+            return Err(Error::Invalid);
+        }
+        bytes.extend_from_slice(payload);
+        let unit = self.p.unit() as usize;
+        let padded = bytes.len().div_ceil(unit) * unit;
+        bytes.resize(padded, 0);
+        let bs = g.block_size() as u64;
+        let start = self.heads[h].block as u64 * bs + self.heads[h].off as u64;
+        match g.kind {
+            FlashKind::Nor => {
+                let ppos = self.phys_pos(start);
+                self.program_with_recovery(h, ppos, &bytes, &[])?;
+            }
+            FlashKind::Nand => {
+                // Whole pages, each tagged as a node page.
+                let ps = g.page_size as usize;
+                let mut padded_pages = bytes.clone();
+                padded_pages.resize(bytes.len().div_ceil(ps) * ps, 0);
+                for (i, chunk) in padded_pages.chunks(ps).enumerate() {
+                    let tag = OobTag::nodes(seq).encode();
+                    let ppos = self.phys_pos(start + (i * ps) as u64);
+                    self.program_with_recovery(
+                        h,
+                        ppos,
+                        chunk,
+                        &tag[..OOB_TAG_LEN.min(g.oob_free_len as usize)],
+                    )?;
+                }
+                bytes = padded_pages;
+            }
+        }
+        self.heads[h].off += bytes.len() as u32;
+        let a = self.p.addr_of(start);
+        self.add_live(a, payload.len() as u32);
+        if self.heads[h].off >= g.block_size() {
+            self.close_head(h)?;
+        }
+        Ok(a)
+    }
+
+    /// Programs at a physical position on behalf of head `h`; if the block has gone bad, its
+    /// content is moved to a spare block (same logical block number) and the program retried
+    /// there.
+    fn program_with_recovery(
+        &mut self,
+        h: usize,
+        ppos: u64,
+        data: &[u8],
+        oob: &[u8],
+    ) -> Result<()> {
+        let mut ppos = ppos;
+        for _attempt in 0..4 {
+            match self.m.program(ppos, data, oob) {
+                Ok(()) => return Ok(()),
+                Err(FlashError::PowerLoss) => return Err(Error::PowerLoss),
+                Err(FlashError::ProgramFailed) => {
+                    let bs = self.p.geometry.block_size() as u64;
+                    let logical = self.heads[h].block;
+                    let in_block = ppos % bs;
+                    self.swap_out_bad_block(logical, in_block)?;
+                    let np = self.phys(logical);
+                    ppos = np as u64 * bs + in_block;
+                }
+                Err(_) => return Err(Error::Io),
+            }
+        }
+        Err(Error::Io)
+    }
+
+    /// Copies the programmed part (`[0, upto)`) of logical block `logical` to a spare block,
+    /// swaps the two in the remap table, and retires the old physical block.
+    fn swap_out_bad_block(&mut self, logical: u32, upto: u64) -> Result<()> {
+        let g = self.p.geometry;
+        let old_phys = self.phys(logical);
+        for _ in 0..4 {
+            let spare = self.alloc_block(LogKind::DataCold, Priority::Reserve)?;
+            let spare_phys = self.phys(spare);
+            let ok = self.copy_block_prefix(old_phys, spare_phys, upto)?;
+            if !ok {
+                // The spare failed too: retire it and try another.
+                self.retire(spare);
+                continue;
+            }
+            let _ = self.m.flash.mark_bad(old_phys);
+            // Swap: logical `logical` → spare_phys; logical `spare` → old_phys (bad).
+            let mut remaps: Vec<Remap> = self
+                .remaps
+                .iter()
+                .copied()
+                .filter(|r| {
+                    r.logical != logical
+                        && r.physical != logical
+                        && r.logical != spare
+                        && r.physical != spare
+                })
+                .collect();
+            // Compose with existing mappings: whatever physical `logical` had is now bad.
+            if spare_phys != logical {
+                remaps.push(Remap {
+                    logical,
+                    physical: spare_phys,
+                });
+            }
+            self.remaps = remaps;
+            let r = Remap {
+                logical,
+                physical: spare_phys,
+            };
+            self.unjournaled_remaps.push(r);
+            let e = &mut self.blocks[spare as usize];
+            e.live = 0;
+            e.set_state(BlockState::Bad);
+            let _ = g;
+            return Ok(());
+        }
+        Err(Error::Io)
+    }
+
+    /// Copies the first `upto` bytes of physical block `from` to physical block `to`: whole
+    /// pages with their OOB before the page holding `upto`, then (NAND) the programmed prefix of
+    /// that page with its tag, never the part whose program failed. Returns false if
+    /// programming `to` failed.
+    fn copy_block_prefix(&mut self, from: u32, to: u32, upto: u64) -> Result<bool> {
+        let g = self.p.geometry;
+        let bs = g.block_size() as u64;
+        let program = |m: &mut Medium<F>, pos: u64, d: &[u8], o: &[u8]| -> Result<bool> {
+            match m.program(pos, d, o) {
+                Ok(()) => Ok(true),
+                Err(FlashError::PowerLoss) => Err(Error::PowerLoss),
+                Err(_) => Ok(false),
+            }
+        };
+        match g.kind {
+            FlashKind::Nand => {
+                let ps = g.page_size as u64;
+                let full_pages = (upto / ps) as u32;
+                let tail = (upto % ps) as usize;
+                let mut data = vec![0u8; g.page_size as usize];
+                let mut oob = vec![0u8; g.oob_free_len as usize];
+                for i in 0..full_pages + (tail > 0) as u32 {
+                    self.m
+                        .read_page(from * g.pages_per_block + i, 0, &mut data, &mut oob)?;
+                    let len = if i == full_pages { tail } else { data.len() };
+                    if data[..len].iter().all(|&b| b == 0xFF) && oob.iter().all(|&b| b == 0xFF) {
+                        continue;
+                    }
+                    let len = len.div_ceil(g.program_unit as usize) * g.program_unit as usize;
+                    if !program(
+                        &mut self.m,
+                        to as u64 * bs + i as u64 * ps,
+                        &data[..len],
+                        &oob,
+                    )? {
+                        return Ok(false);
+                    }
+                }
+            }
+            FlashKind::Nor => {
+                let mut buf = vec![0u8; 256];
+                let mut done = 0u64;
+                while done < upto {
+                    let n = (upto - done).min(256) as usize;
+                    self.m.read(from as u64 * bs + done, &mut buf[..n])?;
+                    if !program(&mut self.m, to as u64 * bs + done, &buf[..n], &[])? {
+                        return Ok(false);
+                    }
+                    done += n as u64;
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The head a log kind writes to, for callers that inspect heads.
+    pub fn head(&self, kind: LogKind) -> &Head {
+        &self.heads[self.head_index(kind)]
+    }
+
+    /// Encodes the block table into pages of at most `per` records.
+    pub fn encode_block_table_page(&self, first: u32, per: u32, w: &mut Writer) {
+        let end = (first + per).min(self.blocks.len() as u32);
+        w.u32(first).u32(end - first);
+        for b in first..end {
+            self.blocks[b as usize].encode(w);
+        }
+    }
+}
