@@ -1601,7 +1601,7 @@ mod tests {
         let mut slots = vec![Slot::EMPTY; 16];
         let mk = |i: u32| Slot {
             ptr: i,
-            key: (i * 0x9E37_79B9) & 0x7FFF_FFFF,
+            key: i.wrapping_mul(0x9E37_79B9) & 0x7FFF_FFFF,
         };
         for i in 0..14 {
             assert!(table_insert(&mut slots, mk(i)));
