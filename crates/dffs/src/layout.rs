@@ -18,8 +18,15 @@ pub const NAME_MAX: usize = 255;
 /// `Params::addr_shift` (so every node starts on a `1 << addr_shift` boundary). 31 bits are
 /// used; bit 31 is a flag in the structures that need one (see FORMAT.md), and `u32::MAX` is
 /// "no address".
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Addr(pub u32);
+
+impl Default for Addr {
+    /// The default address is [`Addr::NONE`], never the start of the device.
+    fn default() -> Self {
+        Addr::NONE
+    }
+}
 
 impl Addr {
     /// "No address": a hole in a file, an empty slot, an unset pointer.

@@ -405,6 +405,16 @@ impl<F: Flash> Store<F> {
                 Priority::Reserve => 0,
             };
             if free <= floor {
+                #[cfg(feature = "std")]
+                if std::env::var("DFFS_DEBUG_NOSPACE").is_ok() {
+                    let mut summary = std::collections::BTreeMap::new();
+                    for b in &self.blocks {
+                        let e = summary.entry(format!("{:?}/{:?}", b.state(), b.kind())).or_insert((0u32, 0u64));
+                        e.0 += 1;
+                        e.1 += b.live as u64;
+                    }
+                    std::eprintln!("alloc_block({kind:?}, {prio:?}) refused: free {free} floor {floor}: {summary:?}");
+                }
                 return Err(Error::NoSpace);
             }
             let want_old = kind == LogKind::DataCold;
@@ -427,6 +437,7 @@ impl<F: Flash> Store<F> {
                 };
             }
             let b = best.ok_or(Error::NoSpace)?;
+            debug_assert_eq!(self.blocks[b as usize].live, 0, "allocating block {b} that holds live data: {:?} {:?}", self.blocks[b as usize].state(), self.blocks[b as usize].kind());
             if self.blocks[b as usize].state() == BlockState::Free && !self.erase_block(b)? {
                 continue;
             }
@@ -553,6 +564,21 @@ impl<F: Flash> Store<F> {
             }
             self.heads[h] = Head::empty();
         }
+    }
+
+    /// Makes sure log `kind`'s head can take `bytes` more without opening a new block (opening
+    /// one now if needed), so that a caller can snapshot the block table first.
+    pub fn ensure_room(&mut self, kind: LogKind, bytes: u32, prio: Priority) -> Result<()> {
+        let h = self.head_index(kind);
+        let g = self.p.geometry;
+        let slack = if g.kind == FlashKind::Nand { g.page_size } else { self.p.unit() };
+        if self.heads[h].is_open() && self.heads[h].off + bytes + slack <= g.block_size() {
+            return Ok(());
+        }
+        if self.heads[h].is_open() {
+            self.close_head(h)?;
+        }
+        self.open_block(h, kind, prio)
     }
 
     /// Appends a node to log `kind`. The node must fit in one page on NAND (fixed-size page

@@ -86,7 +86,7 @@ impl<F: Flash> Fs<F> {
         }
         let step = self.cfg.gc_step;
         self.gc_work(step)?;
-        if self.st.free_blocks() <= low && self.st.pending_blocks() > 1 && self.tx.is_none() {
+        if self.st.free_blocks() <= low && self.st.pending_blocks() > 0 && self.tx.is_none() && !self.replaying {
             self.checkpoint_inner(false)?;
         }
         Ok(())

@@ -195,7 +195,7 @@ impl DataCache {
     fn drop_from(&mut self, ino: Ino, from: u32) {
         self.blocks.retain(|b| !(b.ino == ino && b.block >= from));
     }
-    fn drop_ino(&mut self, ino: Ino) {
+    pub(crate) fn drop_ino(&mut self, ino: Ino) {
         self.blocks.retain(|b| b.ino != ino);
     }
     /// The inode whose dirty block was used least recently, when over budget.
@@ -587,7 +587,11 @@ impl<F: Flash> Fs<F> {
         // Space: every block written takes a new block until the old one dies at commit.
         let first_b = off / bs;
         let last_b = (end - 1) / bs;
-        self.ensure_space((last_b - first_b + 1) * bs)?;
+        let need = (last_b - first_b + 1) * bs;
+        self.ensure_space(need)?;
+        // Room for writing it all back, so a write either happens whole or not at all.
+        let dirty = self.dcache.dirty_count() as u64 * bs;
+        self.ensure_blocks((need + dirty).div_ceil(p.geometry.block_size() as u64) as u32)?;
         let ov = self.overlay(ino)?;
         ov.mtime = now;
         ov.ctime = now;
@@ -653,6 +657,15 @@ impl<F: Flash> Fs<F> {
         let p = self.st.p;
         let stride = Index::<F>::stride(&p);
         let bs = p.data_block as usize;
+        let bytes = dirty.len() as u64 * (bs as u64 + DATA_HEADER as u64);
+        let blocks = bytes.div_ceil(p.geometry.block_size() as u64) as u32;
+        if let Err(e) = self.ensure_blocks(blocks) {
+            // Put the blocks back as dirty: nothing was written.
+            for (b, d) in dirty {
+                self.dcache.put(ino, b, d, true);
+            }
+            return Err(e);
+        }
         let mut written: Vec<(u32, u32, Addr)> = Vec::new();
         match p.geometry.kind {
             FlashKind::Nand => {
@@ -1040,7 +1053,7 @@ impl<F: Flash> Fs<F> {
         node.attrs.mtime = *mtime;
         node.attrs.ctime = *ctime;
         // Keep RAM bounded: fold a long list of changes into the index now.
-        if node.content.pending.len() > self.cfg.overlay_extents.max(16) {
+        if !self.replaying && node.content.pending.len() > self.cfg.overlay_extents.max(16) {
             let mut ix = Index {
                 st: &mut self.st,
                 cache: &mut self.icache,
@@ -1184,26 +1197,57 @@ impl<F: Flash> Fs<F> {
     /// Makes sure `bytes` more can be written, collecting garbage (and checkpointing to free
     /// what it collected) as needed; `NoSpace` when the device is full.
     pub(crate) fn ensure_space(&mut self, bytes: u64) -> Result<()> {
+        let margin = self.st.reserve_blocks() + 1;
         let mut rounds = 0u32;
         loop {
             let (_, free) = self.space();
-            let blocks_ok = self.st.free_blocks() > self.st.reserve_blocks() + 1;
-            if free >= bytes && blocks_ok {
+            let free_blocks = self.st.free_blocks();
+            if free >= bytes && free_blocks >= margin {
                 return Ok(());
-            }
-            if free < bytes && !self.gc_could_help(bytes) {
-                return Err(Error::NoSpace);
             }
             rounds += 1;
             if rounds > 4 * self.st.p.geometry.blocks + 16 {
                 return Err(Error::NoSpace);
             }
+            let can_cp = self.tx.is_none() && !self.replaying;
+            // Blocks emptied by GC come back only with a checkpoint: take one before the free
+            // pool runs dry.
+            if free_blocks < margin + 2 && self.st.pending_blocks() > 0 && can_cp {
+                self.checkpoint_inner(false)?;
+                continue;
+            }
+            if free < bytes && !self.gc_could_help(bytes) {
+                return Err(Error::NoSpace);
+            }
             if !self.collect(true)? {
-                // Nothing left to collect: free what GC already emptied.
-                if self.st.pending_blocks() > 0 && self.tx.is_none() && !self.replaying {
+                if self.st.pending_blocks() > 0 && can_cp {
                     self.checkpoint_inner(false)?;
                     continue;
                 }
+                return Err(Error::NoSpace);
+            }
+        }
+    }
+
+    /// Makes sure `n` blocks beyond the reserve are free, collecting and checkpointing as
+    /// needed.
+    pub(crate) fn ensure_blocks(&mut self, n: u32) -> Result<()> {
+        let mut rounds = 0u32;
+        loop {
+            let free_blocks = self.st.free_blocks();
+            if free_blocks >= self.st.reserve_blocks() + n.max(1) {
+                return Ok(());
+            }
+            rounds += 1;
+            if rounds > 4 * self.st.p.geometry.blocks + 16 {
+                return Err(Error::NoSpace);
+            }
+            let can_cp = self.tx.is_none() && !self.replaying;
+            if self.st.pending_blocks() > 0 && can_cp {
+                self.checkpoint_inner(false)?;
+                continue;
+            }
+            if !self.collect(true)? {
                 return Err(Error::NoSpace);
             }
         }
@@ -1215,7 +1259,15 @@ impl<F: Flash> Fs<F> {
         if self.cfg.read_only {
             return Ok(());
         }
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.debug_check_blocks() {
+            panic!("before after_op: {e}");
+        }
         self.gc_background()?;
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.debug_check_blocks() {
+            panic!("after gc_background: {e}");
+        }
         self.maybe_checkpoint()?;
         if self.cfg.sync && self.tx.is_none() {
             self.journal_flush()?;

@@ -383,7 +383,7 @@ impl<F: Flash> Fs<F> {
         let p = cp.params;
         self.st.p = p;
         self.st.seq = cp.next_seq;
-        self.st.cp_number = cp.cp_number;
+        self.st.cp_number = cp.cp_number + 1;
         self.st.journal_next = cp.journal_next;
         self.st.read_only = self.cfg.read_only;
         self.next_tid = cp.next_tid.max(1);
@@ -425,11 +425,17 @@ impl<F: Flash> Fs<F> {
         }
         self.st.blocks = blocks;
         self.bt_pages = cp.bt_pages.clone();
-        // Heads as the checkpoint left them.
+        // Heads as the checkpoint left them; any other block still marked as a head was closed
+        // after the table was written.
         for (h, &(b, off)) in cp.heads.iter().enumerate() {
             if b != u32::MAX && h < p.head_count() {
                 self.st.heads[h].block = b;
                 self.st.heads[h].off = off;
+            }
+        }
+        for b in 0..nblocks {
+            if self.st.blocks[b as usize].state() == BlockState::Head && !cp.heads.iter().any(|&(hb, _)| hb == b) {
+                self.st.set_state(b, BlockState::Used);
             }
         }
         self.orphans_from_checkpoint(&cp)?;
@@ -495,6 +501,8 @@ impl<F: Flash> Fs<F> {
         if !any {
             return Ok(false);
         }
+        // Heads may end in pages written after the checkpoint: never write there again.
+        self.st.abandon_heads();
         self.next_tid = self.next_tid.max(max_tid + 1);
         committed.sort_unstable();
         // Pass 2: apply.
@@ -504,7 +512,14 @@ impl<F: Flash> Fs<F> {
             if tid != 0 && committed.binary_search(&tid).is_err() {
                 return Ok(());
             }
-            fs.apply(rec)
+            let r = fs.apply(rec);
+            #[cfg(feature = "std")]
+            if let Err(e) = &r {
+                if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                    std::eprintln!("replay of {rec:?} failed: {e:?}");
+                }
+            }
+            r
         });
         self.replaying = false;
         res?;
@@ -528,6 +543,10 @@ impl<F: Flash> Fs<F> {
         let mut last_seq = cp.next_seq.saturating_sub(1);
         let mut chain_len = 0u32;
         let mut rd = JournalReader::new(g.page_size);
+        #[cfg(feature = "std")]
+        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+            std::eprintln!("scan from block {block} off {pos} next {next} cp {}", cp.cp_number);
+        }
         loop {
             let mut first_in_block = pos == 0;
             // Records of this block.
@@ -545,6 +564,10 @@ impl<F: Flash> Fs<F> {
                     Err(Error::Io) | Err(Error::Corrupt) => return Ok(last_seq),
                     Err(e) => return Err(e),
                 };
+                #[cfg(feature = "std")]
+                if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                    std::eprintln!("  at {block}:{pos} probe {:?}", node::probe(head, room));
+                }
                 match node::probe(head, room) {
                     Probe::Erased => {
                         if g.kind == FlashKind::Nand && pos % g.page_size != 0 {
@@ -704,7 +727,13 @@ impl<F: Flash> Fs<F> {
         }
         if self.need_recovery_cp && !self.replaying {
             self.need_recovery_cp = false;
-            // A fresh start: new journal block, new heads, new anchor block.
+            // A fresh start: new journal block, new heads, new anchor block. The old reserved
+            // journal block goes back to the pool (erased before any reuse).
+            let old = self.st.journal_next;
+            if old != u32::MAX && self.st.blocks[old as usize].state() == BlockState::Reserved {
+                let e = self.st.blocks[old as usize];
+                self.st.blocks[old as usize] = BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age());
+            }
             self.st.journal_next = u32::MAX;
             self.checkpoint_inner(false)?;
         }
@@ -757,6 +786,10 @@ impl<F: Flash> Fs<F> {
     }
 
     pub(crate) fn checkpoint_inner(&mut self, clean: bool) -> Result<()> {
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.debug_check_blocks() {
+            panic!("at checkpoint start: {e}");
+        }
         // 1. Dirty inodes (so directory slots get real addresses), orphans included.
         let dirty: Vec<Ino> = self
             .files
@@ -795,6 +828,17 @@ impl<F: Flash> Fs<F> {
         // 5. Block table (provisional data of uncommitted overlays does not count as live in
         //    the durable table: after a power cut it is garbage).
         let p = self.st.p;
+        // The block-table pages must not open a new block after the table is copied.
+        let bt_count = p.geometry.blocks.div_ceil(p.bt_entries());
+        let bt_bytes = bt_count * p.align(p.map_page) + bt_count * p.geometry.page_size.min(p.map_page);
+        if bt_bytes + p.geometry.page_size > p.geometry.block_size() {
+            return Err(Error::NoSpace);
+        }
+        self.st.ensure_room(LogKind::Map, bt_bytes, Priority::Reserve)?;
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.debug_check_blocks() {
+            panic!("before serializing the block table: {e}");
+        }
         let mut table: Vec<BlockInfo> = self.st.blocks.clone();
         self.subtract_provisional(&mut table);
         // Blocks emptied by GC stay pending in the durable table: a power cut before this

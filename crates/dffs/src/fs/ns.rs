@@ -450,6 +450,10 @@ impl<F: Flash> Fs<F> {
             }
             fs.expect_dir(new_parent)?;
             let src = fs.find(old_parent, old_name)?.ok_or(Error::NotFound)?;
+            // Moving a directory under itself is refused before anything else (as Linux does).
+            if src.is_dir && fs.is_ancestor(src.ino, new_parent)? {
+                return Err(Error::Invalid);
+            }
             let dst = fs.find(new_parent, new_name)?;
             if let Some(d) = dst {
                 if d.ino == src.ino {
@@ -465,9 +469,6 @@ impl<F: Flash> Fs<F> {
                     }
                     _ => {}
                 }
-            }
-            if src.is_dir && fs.is_ancestor(src.ino, new_parent)? {
-                return Err(Error::Invalid);
             }
             fs.meta_space()?;
             let rec = Record::Rename {
@@ -792,6 +793,7 @@ impl<F: Flash> Fs<F> {
             if let Some(o) = self.inos.get_mut(&ino) {
                 o.overlay = None;
             }
+            self.dcache.drop_ino(ino);
             self.map.set(&mut self.st, ino, MapEntry::Free)?;
         }
         self.nfiles = self.nfiles.saturating_sub(1);
@@ -1035,5 +1037,53 @@ impl<F: Flash> Fs<F> {
             mode: ROOT_MODE,
             ..Attrs::default()
         }
+    }
+}
+
+impl<F: Flash> Fs<F> {
+    /// Debug aid: the raw slots of a directory and what reading each target gives.
+    #[doc(hidden)]
+    pub fn debug_slots(&mut self, dir: Ino) -> Vec<(u32, u32, core::result::Result<(Ino, Vec<u8>), Error>)> {
+        let slots = match self.dirs.all_slots(&mut self.st, &mut self.map, dir) {
+            Ok(s) => s,
+            Err(e) => return alloc::vec![(0, 0, Err(e))],
+        };
+        let mut out = Vec::new();
+        for s in slots {
+            let r = if s.is_dir() {
+                self.dirs.root(&mut self.st, &mut self.map, s.ptr).map(|r| (r.ino, r.name.clone()))
+            } else if s.is_placeholder() {
+                Ok((s.ptr & !PLACEHOLDER, b"<placeholder>".to_vec()))
+            } else {
+                self.read_inode(Addr(s.ptr), 0).map(|n| (n.ino, n.name))
+            };
+            out.push((s.ptr, s.key, r));
+        }
+        out
+    }
+}
+
+impl<F: Flash> Fs<F> {
+    /// Debug aid: raw bytes at an address.
+    #[doc(hidden)]
+    pub fn debug_raw(&mut self, a: u32, len: usize) -> core::result::Result<Vec<u8>, Error> {
+        let mut v = alloc::vec![0u8; len];
+        let pos = self.st.p.byte_of(Addr(a));
+        self.st.read(pos, &mut v)?;
+        Ok(v)
+    }
+}
+
+impl<F: Flash> Fs<F> {
+    /// Debug aid: checks block-table invariants that must hold after every operation.
+    #[doc(hidden)]
+    pub fn debug_check_blocks(&self) -> core::result::Result<(), alloc::string::String> {
+        use crate::store::BlockState;
+        for (i, b) in self.st.blocks.iter().enumerate() {
+            if matches!(b.state(), BlockState::Free | BlockState::Erased) && b.live != 0 {
+                return Err(alloc::format!("block {i} is {:?} but has {} live bytes", b.state(), b.live));
+            }
+        }
+        Ok(())
     }
 }

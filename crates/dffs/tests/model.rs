@@ -1,0 +1,506 @@
+//! Model-based test: random sequences of every file-system operation, with syncs, clean
+//! remounts and remounts after a simulated crash right after a sync, checked step by step
+//! against an in-memory model. Small geometries make garbage collection, wear leveling and
+//! ENOSPC frequent.
+//!
+//! Default run: a few seeds per device kind (sized for CI). Longer runs:
+//! `DFFS_MODEL_SEEDS=200 DFFS_MODEL_OPS=3000 cargo test --release -p dffs --test model`.
+
+use std::collections::BTreeMap;
+
+use dffs::{Config, Error, FileKind, FormatOptions, Fs, OpenFlags, SetAttr, ROOT_INO};
+use dffs_sim::{preset::preset, SimFlash};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Node {
+    File(Vec<u8>),
+    Dir,
+    Link(Vec<u8>),
+}
+
+/// The model: absolute paths ("/a/b") → node. The root is implicit.
+#[derive(Clone, Debug, Default)]
+struct Model {
+    nodes: BTreeMap<String, Node>,
+}
+
+impl Model {
+    fn children(&self, dir: &str) -> Vec<String> {
+        let prefix = if dir == "/" { "/".to_string() } else { format!("{dir}/") };
+        self.nodes
+            .keys()
+            .filter(|k| k.starts_with(&prefix) && !k[prefix.len()..].contains('/'))
+            .cloned()
+            .collect()
+    }
+    fn dirs(&self) -> Vec<String> {
+        let mut v = vec!["/".to_string()];
+        v.extend(self.nodes.iter().filter(|(_, n)| **n == Node::Dir).map(|(k, _)| k.clone()));
+        v
+    }
+    fn files(&self) -> Vec<String> {
+        self.nodes.iter().filter(|(_, n)| matches!(n, Node::File(_))).map(|(k, _)| k.clone()).collect()
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn pick<'a, T>(&mut self, v: &'a [T]) -> Option<&'a T> {
+        if v.is_empty() {
+            None
+        } else {
+            Some(&v[self.below(v.len() as u64) as usize])
+        }
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir == "/" {
+        format!("/{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+fn resolve<F: dffs::Flash>(fs: &mut Fs<F>, path: &str) -> Result<u32, Error> {
+    fs.resolve(path.as_bytes())
+}
+
+fn split(path: &str) -> (&str, &str) {
+    let i = path.rfind('/').unwrap();
+    (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..])
+}
+
+/// Compares the whole file system with the model.
+fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
+    let mut seen = BTreeMap::new();
+    let mut stack = vec![("/".to_string(), ROOT_INO)];
+    while let Some((path, ino)) = stack.pop() {
+        let mut ents = Vec::new();
+        fs.readdir(ino, 0, &mut |e| {
+            ents.push(e);
+            true
+        })
+        .unwrap_or_else(|e| panic!("{ctx}: readdir {path}: {e:?}"));
+        let mut names: Vec<_> = ents.iter().map(|e| e.name.clone()).collect();
+        names.sort();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(before, names.len(), "{ctx}: duplicate names in {path}");
+        for e in ents {
+            let p = join(&path, std::str::from_utf8(&e.name).unwrap());
+            let st = fs.lookup(ino, &e.name).unwrap_or_else(|err| panic!("{ctx}: lookup {p}: {err:?}"));
+            assert_eq!(st.ino, e.ino, "{ctx}: {p} ino");
+            assert_eq!(st.kind, e.kind, "{ctx}: {p} kind");
+            match e.kind {
+                FileKind::Dir => {
+                    seen.insert(p.clone(), Node::Dir);
+                    stack.push((p, e.ino));
+                }
+                FileKind::Symlink => {
+                    seen.insert(p, Node::Link(fs.readlink(e.ino).unwrap()));
+                }
+                FileKind::File => {
+                    let fh = fs.open(e.ino, OpenFlags::READ).unwrap();
+                    let mut buf = vec![0u8; st.size as usize + 10];
+                    let n = fs.read(fh, 0, &mut buf).unwrap_or_else(|err| panic!("{ctx}: read {p}: {err:?}"));
+                    fs.close(fh).unwrap();
+                    assert_eq!(n as u64, st.size, "{ctx}: {p} read length");
+                    buf.truncate(n);
+                    seen.insert(p, Node::File(buf));
+                }
+            }
+        }
+    }
+    if seen != m.nodes {
+        for (ptr, key, r) in fs.debug_slots(ROOT_INO) {
+            eprintln!("root slot ptr {ptr:#x} key {key:#x}: {r:?}");
+            if r.is_err() {
+                eprintln!("  raw: {:02x?}", fs.debug_raw(ptr, 96));
+            }
+        }
+        for (k, v) in &m.nodes {
+            match seen.get(k) {
+                None => eprintln!("missing {k}"),
+                Some(x) if x != v => eprintln!(
+                    "differs {k}: fs {} bytes, model {} bytes",
+                    match x {
+                        Node::File(d) => d.len() as i64,
+                        _ => -1,
+                    },
+                    match v {
+                        Node::File(d) => d.len() as i64,
+                        _ => -1,
+                    }
+                ),
+                _ => {}
+            }
+        }
+        for k in seen.keys() {
+            if !m.nodes.contains_key(k) {
+                eprintln!("extra {k}");
+            }
+        }
+        panic!("{ctx}: file system differs from the model");
+    }
+}
+
+fn name(rng: &mut Rng) -> String {
+    const NAMES: [&str; 12] = ["a", "b", "c", "dd", "eee", "f.txt", "g.log", "hh", "i", "jjj", "k", "long-name-0123456789"];
+    NAMES[rng.below(NAMES.len() as u64) as usize].to_string()
+}
+
+fn data(rng: &mut Rng, len: usize) -> Vec<u8> {
+    let seed = rng.next();
+    (0..len).map(|i| (seed.wrapping_mul(i as u64 + 1) >> 24) as u8).collect()
+}
+
+fn max_len_for(kind: &str) -> u64 {
+    if kind.starts_with("nor") {
+        40_000
+    } else {
+        120_000
+    }
+}
+
+/// Runs one random sequence; returns the number of ENOSPC seen.
+fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
+    let p = preset(kind).unwrap().with_blocks(blocks).unwrap();
+    let dev = SimFlash::new(p).unwrap();
+    let dev = Fs::format(dev, &FormatOptions::default()).unwrap();
+    let cfg = Config::smallest();
+    let mut fs = Fs::mount(dev, cfg).unwrap();
+    let mut m = Model::default();
+    let mut rng = Rng(seed);
+    let mut nospace = 0;
+    let maxlen = max_len_for(kind);
+    for step in 0..ops {
+        let ctx = format!("{kind} seed {seed} step {step}");
+        let op = rng.below(100);
+        if trace() {
+            eprintln!("{ctx}: op {op}");
+        }
+        match op {
+            // create
+            0..=11 => {
+                let dir = rng.pick(&m.dirs()).unwrap().clone();
+                let n = name(&mut rng);
+                let path = join(&dir, &n);
+                let pino = resolve(&mut fs, &dir).unwrap();
+                if trace() { eprintln!("  create {path}"); }
+                let r = fs.create(pino, n.as_bytes(), 0o644, 0, 0);
+                if m.nodes.contains_key(&path) {
+                    assert_eq!(r.err(), Some(Error::Exists), "{ctx}: create existing {path}");
+                } else {
+                    match r {
+                        Ok(_) => {
+                            m.nodes.insert(path, Node::File(Vec::new()));
+                        }
+                        Err(Error::NoSpace) => nospace += 1,
+                        Err(e) => panic!("{ctx}: create {path}: {e:?}"),
+                    }
+                }
+            }
+            // mkdir
+            12..=17 => {
+                let dir = rng.pick(&m.dirs()).unwrap().clone();
+                let n = name(&mut rng);
+                let path = join(&dir, &n);
+                let pino = resolve(&mut fs, &dir).unwrap();
+                if trace() { eprintln!("  mkdir {path}"); }
+                let r = fs.mkdir(pino, n.as_bytes(), 0o755, 0, 0);
+                if m.nodes.contains_key(&path) {
+                    assert_eq!(r.err(), Some(Error::Exists), "{ctx}: mkdir existing {path}");
+                } else {
+                    match r {
+                        Ok(_) => {
+                            m.nodes.insert(path, Node::Dir);
+                        }
+                        Err(Error::NoSpace) => nospace += 1,
+                        Err(e) => panic!("{ctx}: mkdir {path}: {e:?}"),
+                    }
+                }
+            }
+            // write somewhere (open, write, maybe fsync, close)
+            18..=45 => {
+                let Some(path) = rng.pick(&m.files()).cloned() else { continue };
+                let ino = resolve(&mut fs, &path).unwrap();
+                let cur = match &m.nodes[&path] {
+                    Node::File(d) => d.len() as u64,
+                    _ => unreachable!(),
+                };
+                let off = match rng.below(4) {
+                    0 => 0,
+                    1 => cur,
+                    2 => rng.below(cur + 1),
+                    _ => rng.below(maxlen),
+                };
+                let len = match rng.below(4) {
+                    0 => rng.below(64),
+                    1 => rng.below(3000),
+                    _ => rng.below(maxlen / 3),
+                } as usize;
+                let d = data(&mut rng, len.max(1));
+                let flags = OpenFlags {
+                    sync: rng.below(8) == 0,
+                    ..OpenFlags::RW
+                };
+                let fh = fs.open(ino, flags).unwrap();
+                if trace() { eprintln!("  write {path} @{off}+{} sync {}", d.len(), flags.sync); }
+                let r = fs.write(fh, off, &d);
+                let fsync = rng.below(3) == 0;
+                match r {
+                    Ok(n) => {
+                        assert_eq!(n, d.len());
+                        if let Some(Node::File(c)) = m.nodes.get_mut(&path) {
+                            let end = off as usize + d.len();
+                            if c.len() < end {
+                                c.resize(end, 0);
+                            }
+                            c[off as usize..end].copy_from_slice(&d);
+                        }
+                        if fsync {
+                            fs.fsync(fh).unwrap_or_else(|e| panic!("{ctx}: fsync: {e:?}"));
+                        }
+                        match fs.close(fh) {
+                            Ok(()) => {}
+                            Err(e) => panic!("{ctx}: close after write: {e:?}"),
+                        }
+                    }
+                    Err(Error::NoSpace) => {
+                        nospace += 1;
+                        fs.close(fh).unwrap_or_else(|e| panic!("{ctx}: close after ENOSPC: {e:?}"));
+                        // The failed write changed nothing: compare.
+                        check_all(&mut fs, &m, &format!("{ctx} after ENOSPC write"));
+                    }
+                    Err(e) => panic!("{ctx}: write {path} @{off}+{len}: {e:?}"),
+                }
+            }
+            // truncate
+            46..=51 => {
+                let Some(path) = rng.pick(&m.files()).cloned() else { continue };
+                let ino = resolve(&mut fs, &path).unwrap();
+                let size = rng.below(maxlen / 2);
+                if trace() { eprintln!("  truncate {path} {size}"); }
+                match fs.setattr(
+                    ino,
+                    SetAttr {
+                        size: Some(size),
+                        ..Default::default()
+                    },
+                ) {
+                    Ok(st) => {
+                        assert_eq!(st.size, size, "{ctx}");
+                        if let Some(Node::File(c)) = m.nodes.get_mut(&path) {
+                            c.resize(size as usize, 0);
+                        }
+                    }
+                    Err(Error::NoSpace) => nospace += 1,
+                    Err(e) => panic!("{ctx}: truncate {path}: {e:?}"),
+                }
+            }
+            // unlink
+            52..=59 => {
+                let Some(path) = rng.pick(&m.nodes.keys().cloned().collect::<Vec<_>>()).cloned() else { continue };
+                let (dir, n) = split(&path);
+                let pino = resolve(&mut fs, dir).unwrap();
+                if trace() { eprintln!("  unlink {path}"); }
+                let r = fs.unlink(pino, n.as_bytes());
+                match &m.nodes[&path] {
+                    Node::Dir => assert_eq!(r, Err(Error::IsDir), "{ctx}: unlink dir {path}"),
+                    _ => {
+                        r.unwrap_or_else(|e| panic!("{ctx}: unlink {path}: {e:?}"));
+                        m.nodes.remove(&path);
+                    }
+                }
+            }
+            // rmdir
+            60..=64 => {
+                let dirs: Vec<String> = m.dirs().into_iter().filter(|d| d != "/").collect();
+                let Some(path) = rng.pick(&dirs).cloned() else { continue };
+                let (dir, n) = split(&path);
+                let pino = resolve(&mut fs, dir).unwrap();
+                if trace() { eprintln!("  rmdir {path}"); }
+                let r = fs.rmdir(pino, n.as_bytes());
+                if m.children(&path).is_empty() {
+                    r.unwrap_or_else(|e| panic!("{ctx}: rmdir {path}: {e:?}"));
+                    m.nodes.remove(&path);
+                } else {
+                    assert_eq!(r, Err(Error::NotEmpty), "{ctx}: rmdir non-empty {path}");
+                }
+            }
+            // rename
+            65..=74 => {
+                let Some(src) = rng.pick(&m.nodes.keys().cloned().collect::<Vec<_>>()).cloned() else { continue };
+                let dst_dir = rng.pick(&m.dirs()).unwrap().clone();
+                let dst = join(&dst_dir, &name(&mut rng));
+                let (sd, sn) = split(&src);
+                let (dd, dn) = split(&dst);
+                let sp = resolve(&mut fs, sd).unwrap();
+                let dp = resolve(&mut fs, dd).unwrap();
+                if trace() { eprintln!("  rename {src} -> {dst}"); }
+                let r = fs.rename(sp, sn.as_bytes(), dp, dn.as_bytes());
+                let src_is_dir = m.nodes[&src] == Node::Dir;
+                let expect: Result<(), Error> = if src == dst {
+                    Ok(())
+                } else if src_is_dir && (dst == src || dst.starts_with(&format!("{src}/"))) {
+                    Err(Error::Invalid)
+                } else {
+                    match m.nodes.get(&dst) {
+                        None => Ok(()),
+                        Some(Node::Dir) if !src_is_dir => Err(Error::IsDir),
+                        Some(Node::Dir) if !m.children(&dst).is_empty() => Err(Error::NotEmpty),
+                        Some(Node::Dir) => Ok(()),
+                        Some(_) if src_is_dir => Err(Error::NotDir),
+                        Some(_) => Ok(()),
+                    }
+                };
+                match (&r, &expect) {
+                    (Err(Error::NoSpace), Ok(())) => nospace += 1,
+                    _ => assert_eq!(r, expect, "{ctx}: rename {src} -> {dst}"),
+                }
+                if r.is_ok() && src != dst {
+                    let moved: Vec<(String, Node)> = m
+                        .nodes
+                        .iter()
+                        .filter(|(k, _)| **k == src || k.starts_with(&format!("{src}/")))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    m.nodes.remove(&dst);
+                    for (k, _) in &moved {
+                        m.nodes.remove(k);
+                    }
+                    for (k, v) in moved {
+                        m.nodes.insert(format!("{dst}{}", &k[src.len()..]), v);
+                    }
+                }
+            }
+            // symlink
+            75..=77 => {
+                let dir = rng.pick(&m.dirs()).unwrap().clone();
+                let n = name(&mut rng);
+                let path = join(&dir, &n);
+                let pino = resolve(&mut fs, &dir).unwrap();
+                let target = format!("/target/{}", rng.below(1000));
+                if trace() { eprintln!("  symlink {path}"); }
+                let r = fs.symlink(pino, n.as_bytes(), target.as_bytes(), 0, 0);
+                if m.nodes.contains_key(&path) {
+                    assert_eq!(r.err(), Some(Error::Exists), "{ctx}");
+                } else {
+                    match r {
+                        Ok(_) => {
+                            m.nodes.insert(path, Node::Link(target.into_bytes()));
+                        }
+                        Err(Error::NoSpace) => nospace += 1,
+                        Err(e) => panic!("{ctx}: symlink: {e:?}"),
+                    }
+                }
+            }
+            // chmod / read a random range
+            78..=83 => {
+                let Some(path) = rng.pick(&m.files()).cloned() else { continue };
+                let ino = resolve(&mut fs, &path).unwrap();
+                if rng.below(2) == 0 {
+                    let mode = 0o600 | rng.below(0o100) as u32;
+                    let st = fs.setattr(ino, SetAttr { mode: Some(mode), ..Default::default() });
+                    match st {
+                        Ok(st) => assert_eq!(st.mode & 0o7777, mode, "{ctx}"),
+                        Err(Error::NoSpace) => nospace += 1,
+                        Err(e) => panic!("{ctx}: chmod: {e:?}"),
+                    }
+                } else {
+                    let Node::File(c) = m.nodes[&path].clone() else { unreachable!() };
+                    let off = rng.below(c.len() as u64 + 10);
+                    let len = rng.below(5000) as usize;
+                    let fh = fs.open(ino, OpenFlags::READ).unwrap();
+                    let mut buf = vec![0u8; len];
+                    let n = fs.read(fh, off, &mut buf).unwrap();
+                    fs.close(fh).unwrap();
+                    let want = if off as usize >= c.len() { &[][..] } else { &c[off as usize..(off as usize + len).min(c.len())] };
+                    assert_eq!(&buf[..n], want, "{ctx}: read {path} @{off}+{len}");
+                }
+            }
+            // sync, checkpoint, gc
+            84..=87 => match rng.below(3) {
+                0 => fs.sync().unwrap(),
+                1 => fs.checkpoint().unwrap(),
+                _ => {
+                    fs.gc_step(64).unwrap();
+                }
+            },
+            // clean remount
+            88..=92 => {
+                let dev = fs.unmount().unwrap_or_else(|e| panic!("{ctx}: unmount: {e:?}"));
+                fs = Fs::mount(dev, cfg).unwrap_or_else(|e| panic!("{ctx}: mount: {e:?}"));
+                check_all(&mut fs, &m, &format!("{ctx} after remount"));
+            }
+            // crash right after a sync: everything must be there
+            93..=97 => {
+                fs.sync().unwrap();
+                let dev = fs.into_flash();
+                fs = Fs::mount(dev, cfg).unwrap_or_else(|e| panic!("{ctx}: mount after crash: {e:?}"));
+                check_all(&mut fs, &m, &format!("{ctx} after crash"));
+            }
+            // full check
+            _ => check_all(&mut fs, &m, &ctx),
+        }
+        if let Err(e) = fs.debug_check_blocks() {
+            panic!("{ctx}: {e}");
+        }
+        if std::env::var("DFFS_MODEL_CHECK_EACH").is_ok() {
+            check_all(&mut fs, &m, &format!("{ctx} (each)"));
+        }
+    }
+    check_all(&mut fs, &m, &format!("{kind} seed {seed} end"));
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, cfg).unwrap();
+    check_all(&mut fs, &m, &format!("{kind} seed {seed} final remount"));
+    nospace
+}
+
+fn trace() -> bool {
+    std::env::var("DFFS_MODEL_TRACE").is_ok()
+}
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+#[test]
+fn model_nand_slc() {
+    let seeds = env("DFFS_MODEL_SEEDS", 4);
+    let ops = env("DFFS_MODEL_OPS", 600) as usize;
+    let mut nospace = 0;
+    for seed in 0..seeds {
+        nospace += run("nand-slc-128m", 40, 1000 + seed, ops);
+    }
+    eprintln!("nand-slc: {nospace} ENOSPC seen");
+}
+
+#[test]
+fn model_nand_mlc() {
+    let seeds = env("DFFS_MODEL_SEEDS", 3);
+    let ops = env("DFFS_MODEL_OPS", 500) as usize;
+    for seed in 0..seeds {
+        run("nand-mlc-1g", 24, 2000 + seed, ops);
+    }
+}
+
+#[test]
+fn model_nor() {
+    let seeds = env("DFFS_MODEL_SEEDS", 3);
+    let ops = env("DFFS_MODEL_OPS", 500) as usize;
+    for seed in 0..seeds {
+        run("nor-qspi-16m", 32, 3000 + seed, ops);
+    }
+}
