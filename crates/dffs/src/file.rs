@@ -37,6 +37,9 @@ pub struct Content {
     pub direct: Vec<Addr>,
     /// Changes not folded yet.
     pub pending: ExtentMap,
+    /// Blocks at or beyond this are holes in the folded map (a truncation not folded yet;
+    /// `pending` may map some of them again).
+    pub trunc: Option<u32>,
 }
 
 impl Content {
@@ -48,7 +51,13 @@ impl Content {
             root: Addr::NONE,
             direct: Vec::new(),
             pending: ExtentMap::new(),
+            trunc: None,
         }
+    }
+
+    /// Whether nothing is waiting to be folded.
+    pub fn is_folded(&self) -> bool {
+        self.pending.is_empty() && self.trunc.is_none()
     }
 
     /// RAM used.
@@ -85,7 +94,7 @@ pub struct FileNode {
 impl FileNode {
     /// Encodes the inode node (pending changes must be folded first).
     pub fn encode(&self) -> Result<NodeBuilder> {
-        if !self.content.pending.is_empty() {
+        if !self.content.is_folded() {
             return Err(Error::Invalid);
         }
         let c = &self.content;
@@ -176,6 +185,7 @@ impl FileNode {
                 root,
                 direct,
                 pending: ExtentMap::new(),
+                trunc: None,
             },
             compression,
             node_addr: addr,
@@ -387,11 +397,21 @@ impl<'a, F: Flash> Index<'a, F> {
         if let Some(a) = c.pending.get(b, stride) {
             return Ok(a);
         }
+        if c.trunc.is_some_and(|t| b >= t) {
+            return Ok(Addr::NONE);
+        }
         self.lookup_base(c, b)
     }
 
     /// Folds pending changes into direct pointers or the index tree (copy-on-write).
     pub fn fold(&mut self, c: &mut Content) -> Result<()> {
+        if let Some(t) = c.trunc.take() {
+            // The data beyond was accounted dead when the truncation was committed; only the
+            // index nodes die here. Pending changes (blocks written after the truncation) stay.
+            let pending = core::mem::take(&mut c.pending);
+            self.truncate(c, t, &mut |_, _| {})?;
+            c.pending = pending;
+        }
         if c.pending.is_empty() {
             return Ok(());
         }

@@ -192,6 +192,9 @@ pub struct Store<F: Flash> {
     pub journal_next: u32,
     /// No writes allowed.
     pub read_only: bool,
+    /// Set while the journal is replayed: replay must never write (a write would land on
+    /// blocks the rest of the journal may still reference).
+    pub replaying: bool,
 }
 
 impl<F: Flash> Store<F> {
@@ -212,6 +215,7 @@ impl<F: Flash> Store<F> {
             cp_number: 1,
             journal_next: u32::MAX,
             read_only: false,
+            replaying: false,
         }
     }
 
@@ -398,6 +402,10 @@ impl<F: Flash> Store<F> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
+        if self.replaying {
+            debug_assert!(false, "allocation during replay");
+            return Err(Error::Corrupt);
+        }
         loop {
             let free = self.free_blocks();
             let floor = match prio {
@@ -445,6 +453,10 @@ impl<F: Flash> Store<F> {
             let e = &mut self.blocks[b as usize];
             e.live = 0;
             e.set(BlockState::Head, kind, age);
+            #[cfg(feature = "std")]
+            if std::env::var("DFFS_DEBUG_BLK").ok().and_then(|v| v.parse::<u32>().ok()) == Some(b) {
+                std::eprintln!("block {b}: allocated for {kind:?} (seq {})", self.seq);
+            }
             return Ok(b);
         }
     }
@@ -564,6 +576,87 @@ impl<F: Flash> Store<F> {
             }
             self.heads[h] = Head::empty();
         }
+    }
+
+    /// After a power cut: finds where head `h` really ends (nodes may have been written after
+    /// the checkpoint that recorded its position), skips one more page (NAND) or program page
+    /// (NOR) because the last program may have been cut and left an unstable page that reads
+    /// as erased, and continues there. A head with no room left is closed. Costs a binary
+    /// search of page reads on NAND, a walk over the nodes written since the checkpoint on NOR.
+    pub fn recover_head(&mut self, h: usize) -> Result<()> {
+        let b = self.heads[h].block;
+        if b == u32::MAX {
+            return Ok(());
+        }
+        let g = self.p.geometry;
+        let bs = g.block_size();
+        let ps = g.page_size;
+        let off = self.heads[h].off.min(bs);
+        let new_off = match g.kind {
+            FlashKind::Nand => {
+                let mut lo = off.div_ceil(ps);
+                let mut hi = g.pages_per_block;
+                let mut data = vec![0u8; ps as usize];
+                let mut oob = vec![0u8; g.oob_free_len as usize];
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    let page = b * g.pages_per_block + mid;
+                    let erased = match self.read_page(page, &mut data, &mut oob) {
+                        Ok(_) => data.iter().all(|&x| x == 0xFF) && oob.iter().all(|&x| x == 0xFF),
+                        Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                        Err(_) => false,
+                    };
+                    if erased {
+                        hi = mid;
+                    } else {
+                        lo = mid + 1;
+                    }
+                }
+                (lo + 1) * ps
+            }
+            FlashKind::Nor => {
+                let mut pos = off;
+                let unit = self.p.unit();
+                let mut head = [0u8; NODE_HEADER as usize];
+                while pos + NODE_HEADER <= bs {
+                    let at = b as u64 * bs as u64 + pos as u64;
+                    if self.read(at, &mut head).is_err() {
+                        break;
+                    }
+                    match node::probe(&head, bs - pos) {
+                        Probe::Padding => pos += unit,
+                        Probe::Header(hd) => {
+                            let mut whole = vec![0u8; hd.len as usize];
+                            if self.read(at, &mut whole).is_err() || node::verify(&whole, &hd).is_err() {
+                                break;
+                            }
+                            let mut len = hd.len;
+                            if hd.typ == NodeType::Data && whole.len() >= (NODE_HEADER + 12) as usize {
+                                let plen = u32::from_le_bytes([whole[32], whole[33], whole[34], whole[35]]);
+                                len = len.saturating_add(plen);
+                            }
+                            pos = pos.saturating_add(self.p.align(len));
+                        }
+                        Probe::Erased | Probe::Garbage => break,
+                    }
+                }
+                (pos.div_ceil(ps) + 1) * ps
+            }
+        };
+        if new_off >= bs {
+            if self.blocks[b as usize].state() == BlockState::Head {
+                self.blocks[b as usize].set_state(BlockState::Used);
+            }
+            self.heads[h] = Head::empty();
+        } else {
+            self.heads[h] = Head {
+                block: b,
+                off: new_off,
+                ..Head::empty()
+            };
+            self.blocks[b as usize].set_state(BlockState::Head);
+        }
+        Ok(())
     }
 
     /// Makes sure log `kind`'s head can take `bytes` more without opening a new block (opening
@@ -893,7 +986,13 @@ impl<F: Flash> Store<F> {
                     let np = self.phys(logical);
                     ppos = np as u64 * bs + in_block;
                 }
-                Err(_) => return Err(Error::Io),
+                Err(e) => {
+                    #[cfg(feature = "std")]
+                    if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                        std::eprintln!("program at {ppos:#x} len {} failed: {e:?}\n{}", data.len(), std::backtrace::Backtrace::force_capture());
+                    }
+                    return Err(Error::Io);
+                }
             }
         }
         Err(Error::Io)

@@ -132,6 +132,17 @@ fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
         for (k, v) in &m.nodes {
             match seen.get(k) {
                 None => eprintln!("missing {k}"),
+                Some(Node::File(a)) if matches!(v, Node::File(b) if b != a) => {
+                    let Node::File(b) = v else { unreachable!() };
+                    let i = a.iter().zip(b.iter()).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+                    eprintln!("differs {k}: first difference at byte {i} (fs {} bytes, model {} bytes)", a.len(), b.len());
+                    if let Ok(ino) = fs.resolve(k.as_bytes()) {
+                        let blk = (i / fs.params().data_block as usize) as u32;
+                        for bb in blk.saturating_sub(1)..blk + 2 {
+                            eprintln!("  ino {ino} block {bb}: {:?}", fs.debug_block_addr(ino, bb));
+                        }
+                    }
+                }
                 Some(x) if x != v => eprintln!(
                     "differs {k}: fs {} bytes, model {} bytes",
                     match x {
@@ -188,7 +199,7 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
         let ctx = format!("{kind} seed {seed} step {step}");
         let op = rng.below(100);
         if trace() {
-            eprintln!("{ctx}: op {op}");
+            eprintln!("{ctx}: op {op} blocks {:?}", fs.debug_blocks());
         }
         match op {
             // create

@@ -64,8 +64,16 @@ impl<F: Flash> Fs<F> {
                     break;
                 }
                 let before = fs.gc.blocks_collected;
-                rep.pages += fs.gc_work(budget - rep.pages)?;
+                let n = fs.gc_work(budget - rep.pages)?;
                 rep.blocks_done += (fs.gc.blocks_collected - before) as u32;
+                if n == 0 {
+                    // Blocked on free space or dirty metadata: a checkpoint releases both.
+                    if fs.tx.is_none() {
+                        fs.checkpoint_inner(false)?;
+                    }
+                    break;
+                }
+                rep.pages += n;
             }
             if fs.st.pending_blocks() > 0 && fs.tx.is_none() {
                 fs.checkpoint_inner(false)?;
@@ -92,9 +100,11 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
-    /// Whether static wear leveling should move a cold block now.
+    /// Whether static wear leveling should move a cold block now (only with free blocks to
+    /// spare: leveling is never urgent).
     fn wl_due(&self) -> bool {
-        self.wl_candidate().is_some()
+        let low = self.st.reserve_blocks() + self.st.p.head_count() as u32 + 2;
+        self.st.free_blocks() > low && self.wl_candidate().is_some()
     }
 
     fn wl_candidate(&self) -> Option<u32> {
@@ -178,7 +188,7 @@ impl<F: Flash> Fs<F> {
                 }
             }
         }
-        if !urgent {
+        if !urgent && self.wl_due() {
             if let Some(b) = self.wl_candidate() {
                 self.gc.victim = Some(b);
                 self.gc.pos = 0;
@@ -202,10 +212,14 @@ impl<F: Flash> Fs<F> {
             return Ok(false);
         }
         let bs = self.st.p.geometry.block_size();
+        let mut progress = false;
         while self.gc.victim.is_some() {
-            self.gc_work(bs)?;
+            if self.gc_work(bs)? == 0 {
+                break;
+            }
+            progress = true;
         }
-        Ok(true)
+        Ok(progress)
     }
 
     /// Examines up to `budget` pages of the current victim. Returns pages examined.
@@ -222,6 +236,11 @@ impl<F: Flash> Fs<F> {
         }
         let mut pages = 0;
         while pages < budget {
+            // Never take the last free block (a checkpoint needs it to release what was
+            // collected), and let a checkpoint write what collection dirtied before going on.
+            if self.st.free_blocks() < 2 || self.dirty_items() > 2 * self.cfg.max_dirty {
+                break;
+            }
             if self.gc.pos >= bs {
                 self.finish_victim(victim);
                 break;
@@ -243,6 +262,10 @@ impl<F: Flash> Fs<F> {
     }
 
     fn finish_victim(&mut self, victim: u32) {
+        #[cfg(feature = "std")]
+        if std::env::var("DFFS_DEBUG_BLK").ok().and_then(|v| v.parse::<u32>().ok()) == Some(victim) {
+            std::eprintln!("block {victim}: collected (seq {})", self.st.seq);
+        }
         let e = &mut self.st.blocks[victim as usize];
         e.live = 0;
         self.st.set_state(victim, BlockState::PendingErase);
@@ -262,10 +285,9 @@ impl<F: Flash> Fs<F> {
         let st = self.st.read_page(page, &mut data, &mut oob[..n])?;
         let tag = match OobTag::decode(&oob) {
             Ok(Some(t)) => t,
-            Ok(None) => {
-                // Never programmed: the block's log ended here.
-                return Ok(data.iter().all(|&b| b == 0xFF));
-            }
+            // Never programmed, or skipped by recovery after a power cut: later pages may still
+            // hold nodes.
+            Ok(None) => return Ok(false),
             Err(_) => return Ok(false),
         };
         let base = p.addr_of(page as u64 * g.page_size as u64);
@@ -315,7 +337,13 @@ impl<F: Flash> Fs<F> {
         let mut head = vec![0u8; (NODE_HEADER.min(room)) as usize];
         self.st.read(pos, &mut head)?;
         match node::probe(&head, room) {
-            Probe::Erased | Probe::Garbage => Ok(true),
+            Probe::Erased | Probe::Garbage => {
+                // End of what was written, or a gap left by recovery after a power cut: nodes
+                // written after recovery start on a later program-page boundary.
+                let ps = p.geometry.page_size;
+                self.gc.pos = (self.gc.pos / ps + 1) * ps;
+                Ok(self.gc.pos >= bs)
+            }
             Probe::Padding => {
                 self.gc.pos += p.unit();
                 Ok(false)
@@ -324,7 +352,9 @@ impl<F: Flash> Fs<F> {
                 let mut bytes = vec![0u8; h.len as usize];
                 self.st.read(pos, &mut bytes)?;
                 if node::verify(&bytes, &h).is_err() {
-                    return Ok(true);
+                    let ps = p.geometry.page_size;
+                    self.gc.pos = (self.gc.pos / ps + 1) * ps;
+                    return Ok(self.gc.pos >= bs);
                 }
                 let a = p.addr_of(pos);
                 let mut adv = p.align(h.len);
@@ -484,6 +514,10 @@ impl<F: Flash> Fs<F> {
         new: Addr,
     ) -> Result<()> {
         let stride = Index::<F>::stride(&self.st.p);
+        #[cfg(feature = "std")]
+        if std::env::var("DFFS_DEBUG_GC").is_ok() {
+            std::eprintln!("gc: ino {ino} blocks {b}+{count} -> {new:?} committed {committed} overlay {overlay}");
+        }
         if overlay {
             if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
                 ov.extents.insert(b, count, new, stride);
@@ -505,6 +539,11 @@ impl<F: Flash> Fs<F> {
     /// Liveness and relocation of one NAND data page.
     fn gc_data_block(&mut self, ino: Ino, b: u32, a: Addr, data: &[u8]) -> Result<()> {
         let (committed, overlay) = self.data_refs(ino, b, a)?;
+        #[cfg(feature = "std")]
+        if std::env::var("DFFS_DEBUG_INO").ok().and_then(|v| v.parse::<u32>().ok()) == Some(ino) {
+            let ov = self.inos.get(&ino).map(|o| (o.refs, o.overlay.as_ref().map(|v| v.extents.clone())));
+            std::eprintln!("gc sees ino {ino} block {b} at {a:?}: committed {committed} overlay {overlay}; open {ov:?}");
+        }
         if !committed && !overlay {
             return Ok(());
         }

@@ -391,12 +391,28 @@ impl<F: Flash> Fs<F> {
                 let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
                 let st = self.st.read_page(page, buf, &mut oob[..n])?;
                 if st == EccStatus::Uncorrectable {
+                    #[cfg(feature = "std")]
+                    if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                        std::eprintln!("data at {a:?} (block {}) for ino {ino} block {b}: uncorrectable", p.block_of(a));
+                    }
                     return Err(Error::Io);
                 }
-                let tag = OobTag::decode(&oob)
-                    .map_err(|_| Error::Io)?
-                    .ok_or(Error::Io)?;
+                let tag = match OobTag::decode(&oob) {
+                    Ok(Some(t)) => t,
+                    other => {
+                        #[cfg(feature = "std")]
+                        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                            std::eprintln!("data at {a:?} (block {}) for ino {ino} block {b}: tag {other:?}", p.block_of(a));
+                        }
+                        let _ = other;
+                        return Err(Error::Io);
+                    }
+                };
                 if !Self::tag_matches(&tag, ino, b) || tag.data_crc != crate::codec::crc32c(buf) {
+                    #[cfg(feature = "std")]
+                    if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                        std::eprintln!("data at {a:?} (block {}) for ino {ino} block {b}: tag {tag:?} crc ok {}", p.block_of(a), tag.data_crc == crate::codec::crc32c(buf));
+                    }
                     return Err(Error::Io);
                 }
                 Ok(())
@@ -960,6 +976,10 @@ impl<F: Flash> Fs<F> {
         let ino = *ino;
         let p = self.st.p;
         let stride = Index::<F>::stride(&p);
+        #[cfg(feature = "std")]
+        if std::env::var("DFFS_DEBUG_INO").ok().and_then(|v| v.parse::<u32>().ok()) == Some(ino) {
+            std::eprintln!("commit ino {ino} (replay {}): {rec:?}", self.replaying);
+        }
         let orphan = self
             .inos
             .get(&ino)
@@ -1011,7 +1031,25 @@ impl<F: Flash> Fs<F> {
                             .filter(|(b, a)| *b >= keep && a.is_some())
                             .map(|x| x.1),
                     );
-                    ix.truncate(&mut node.content, keep, &mut |_, a| dead.push(a))?;
+                    // The folded map's blocks from `keep` on die too, except those a pending
+                    // change already replaced (counted above). Nothing is written here: the
+                    // cut is folded into the index later (replay must not write).
+                    let old_trunc = node.content.trunc;
+                    let pending = node.content.pending.clone();
+                    ix.walk(
+                        &node.content,
+                        &mut |b, a| {
+                            if b >= keep
+                                && old_trunc.is_none_or(|t| b < t)
+                                && pending.get(b, stride).is_none()
+                            {
+                                dead.push(a);
+                            }
+                        },
+                        &mut |_, _, _| {},
+                    )?;
+                    node.content.pending.truncate(keep, stride);
+                    node.content.trunc = Some(old_trunc.map_or(keep, |t| t.min(keep)));
                 }
                 for e in extents.extents() {
                     for k in 0..e.count {
@@ -1033,6 +1071,10 @@ impl<F: Flash> Fs<F> {
                         self.st.add_live(a, p.data_block);
                         let blk = p.block_of(a) as usize;
                         let e = self.st.blocks[blk];
+                        #[cfg(feature = "std")]
+                        if std::env::var("DFFS_DEBUG_BLK").ok().and_then(|v| v.parse::<usize>().ok()) == Some(blk) {
+                            std::eprintln!("block {blk}: replay references it ({:?} {:?})", e.state(), e.kind());
+                        }
                         if matches!(e.state(), BlockState::Free | BlockState::Erased) {
                             self.st.blocks[blk] = BlockInfo::new(
                                 BlockState::Used,

@@ -423,6 +423,14 @@ impl<F: Flash> Fs<F> {
         if blocks.len() != nblocks as usize {
             return Err(Error::Corrupt);
         }
+        // The table was written just before its checkpoint; what that checkpoint freed (blocks
+        // emptied by GC, journal blocks before the replay start) is free now.
+        for b in blocks.iter_mut() {
+            let dead_journal = b.state() == BlockState::Used && b.kind() == LogKind::Journal;
+            if b.state() == BlockState::PendingErase || dead_journal {
+                *b = BlockInfo::new(BlockState::Free, LogKind::DataHot, b.ec, 0, b.age());
+            }
+        }
         self.st.blocks = blocks;
         self.bt_pages = cp.bt_pages.clone();
         // Heads as the checkpoint left them; any other block still marked as a head was closed
@@ -443,9 +451,29 @@ impl<F: Flash> Fs<F> {
         let clean = cp.flags & CP_CLEAN != 0;
         let replayed = self.replay(&cp)?;
         if replayed || !clean {
+            // Blocks believed erased may have been written after the checkpoint.
+            for b in 0..nblocks {
+                if self.st.blocks[b as usize].state() == BlockState::Erased {
+                    self.st.set_state(b, BlockState::Free);
+                }
+            }
             self.recovered = true;
             self.anchor.may_append = false;
-            self.st.abandon_heads();
+            // Heads continue after whatever was written since the checkpoint (the journal
+            // restarts in a fresh block with the recovery checkpoint).
+            let jh = p.head_of(LogKind::Journal);
+            for h in 0..p.head_count() {
+                if h == jh {
+                    let b = self.st.heads[h].block;
+                    if b != u32::MAX && self.st.blocks[b as usize].state() == BlockState::Head {
+                        self.st.set_state(b, BlockState::Used);
+                    }
+                    self.st.heads[h].block = u32::MAX;
+                    self.st.heads[h].off = 0;
+                } else if !self.cfg.read_only {
+                    self.st.recover_head(h)?;
+                }
+            }
             self.need_recovery_cp = !self.cfg.read_only;
         } else {
             // Continue the heads at the next page boundary.
@@ -501,12 +529,11 @@ impl<F: Flash> Fs<F> {
         if !any {
             return Ok(false);
         }
-        // Heads may end in pages written after the checkpoint: never write there again.
-        self.st.abandon_heads();
         self.next_tid = self.next_tid.max(max_tid + 1);
         committed.sort_unstable();
         // Pass 2: apply.
         self.replaying = true;
+        self.st.replaying = true;
         let res = self.scan_journal(cp, &mut |fs, rec| {
             let tid = rec.tid();
             if tid != 0 && committed.binary_search(&tid).is_err() {
@@ -522,6 +549,7 @@ impl<F: Flash> Fs<F> {
             r
         });
         self.replaying = false;
+        self.st.replaying = false;
         res?;
         Ok(true)
     }
@@ -903,6 +931,10 @@ impl<F: Flash> Fs<F> {
             let state = e.state();
             let dead_journal = state == BlockState::Used && e.kind() == LogKind::Journal;
             if state == BlockState::PendingErase || dead_journal {
+                #[cfg(feature = "std")]
+                if std::env::var("DFFS_DEBUG_BLK").ok().and_then(|v| v.parse::<u32>().ok()) == Some(b) {
+                    std::eprintln!("block {b}: freed by checkpoint ({state:?} {:?})", e.kind());
+                }
                 self.st.blocks[b as usize] =
                     BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age());
                 self.icache.forget_block(&p, b);
@@ -940,6 +972,11 @@ impl<F: Flash> Fs<F> {
                 }
             }
         }
+    }
+
+    /// Dirty metadata items (inodes, directory pages, map pages) waiting for a checkpoint.
+    pub(crate) fn dirty_items(&self) -> usize {
+        self.files.values().filter(|c| c.dirty).count() + self.dirs.dirty_count() + self.map.dirty_pages()
     }
 
     /// Checkpoints if the journal or the dirty metadata grew past their limits.
@@ -1234,10 +1271,11 @@ impl<F: Flash> Fs<F> {
                 ino: node.ino,
             };
             let pending = &node.content.pending;
+            let trunc = node.content.trunc;
             ix.walk(
                 &node.content,
                 &mut |b, a| {
-                    if pending.get(b, stride).is_none() {
+                    if pending.get(b, stride).is_none() && trunc.is_none_or(|t| b < t) {
                         dead_data.push(a)
                     }
                 },

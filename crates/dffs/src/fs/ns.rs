@@ -1087,3 +1087,27 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 }
+
+impl<F: Flash> Fs<F> {
+    /// Debug aid: where block `b` of file `ino` is (committed map, overlay first).
+    #[doc(hidden)]
+    pub fn debug_block_addr(&mut self, ino: Ino, b: u32) -> core::result::Result<(u32, alloc::string::String), Error> {
+        let stride = crate::file::Index::<F>::stride(&self.st.p);
+        if let Some(a) = self.inos.get(&ino).and_then(|o| o.overlay.as_ref()).and_then(|o| o.extents.get(b, stride)) {
+            return Ok((a.0, "overlay".into()));
+        }
+        let c = self.load_file(ino)?.node.content.clone();
+        let pend = c.pending.get(b, stride).is_some();
+        let mut ix = crate::file::Index { st: &mut self.st, cache: &mut self.icache, ino };
+        let a = ix.lookup(&c, b)?;
+        Ok((a.0, alloc::format!("pending {pend} depth {} trunc {:?} direct {}", c.depth, c.trunc, c.direct.len())))
+    }
+}
+
+impl<F: Flash> Fs<F> {
+    /// Debug aid: (free blocks, pending blocks, reserve).
+    #[doc(hidden)]
+    pub fn debug_blocks(&self) -> (u32, u32, u32) {
+        (self.st.free_blocks(), self.st.pending_blocks(), self.st.reserve_blocks())
+    }
+}
