@@ -1,0 +1,1 @@
+//! Benchmark suites (placeholder; see issue 7).
