@@ -195,6 +195,10 @@ pub struct Store<F: Flash> {
     /// Set while the journal is replayed: replay must never write (a write would land on
     /// blocks the rest of the journal may still reference).
     pub replaying: bool,
+    /// After a clean mount the heads continue where the checkpoint left them; before the first
+    /// program of the session a `JSession` record goes to the journal, so that a later mount
+    /// knows the heads may hold more than the checkpoint says.
+    pub session_needed: bool,
 }
 
 impl<F: Flash> Store<F> {
@@ -216,6 +220,7 @@ impl<F: Flash> Store<F> {
             journal_next: u32::MAX,
             read_only: false,
             replaying: false,
+            session_needed: false,
         }
     }
 
@@ -643,6 +648,10 @@ impl<F: Flash> Store<F> {
                 (pos.div_ceil(ps) + 1) * ps
             }
         };
+        #[cfg(feature = "std")]
+        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+            std::eprintln!("recover head {h}: block {b} recorded off {off} -> {new_off}");
+        }
         if new_off >= bs {
             if self.blocks[b as usize].state() == BlockState::Head {
                 self.blocks[b as usize].set_state(BlockState::Used);
@@ -674,12 +683,24 @@ impl<F: Flash> Store<F> {
         self.open_block(h, kind, prio)
     }
 
+    /// Writes (and makes durable) the session record if this is the session's first program.
+    fn mark_session(&mut self) -> Result<()> {
+        if self.session_needed && !self.replaying {
+            self.session_needed = false;
+            let nb = NodeBuilder::new(NodeType::JSession, 0, 0, NODE_HEADER as usize);
+            self.write_node(LogKind::Journal, nb, Priority::Reserve)?;
+            self.flush(LogKind::Journal)?;
+        }
+        Ok(())
+    }
+
     /// Appends a node to log `kind`. The node must fit in one page on NAND (fixed-size page
     /// nodes are placed at a page boundary). Returns its address.
     pub fn write_node(&mut self, kind: LogKind, nb: NodeBuilder, prio: Priority) -> Result<Addr> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
+        self.mark_session()?;
         let h = self.head_index(kind);
         let len = self.p.align(nb.w.len() as u32);
         let g = self.p.geometry;
@@ -845,6 +866,7 @@ impl<F: Flash> Store<F> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
+        self.mark_session()?;
         let g = self.p.geometry;
         debug_assert_eq!(g.kind, FlashKind::Nand);
         if data.len() != g.page_size as usize {
@@ -902,6 +924,7 @@ impl<F: Flash> Store<F> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
+        self.mark_session()?;
         let g = self.p.geometry;
         let h = self.head_index(kind);
         let total = self.p.align(DATA_HEADER + payload.len() as u32);

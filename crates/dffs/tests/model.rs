@@ -108,13 +108,14 @@ fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
                     stack.push((p, e.ino));
                 }
                 FileKind::Symlink => {
-                    seen.insert(p, Node::Link(fs.readlink(e.ino).unwrap()));
+                    let t = fs.readlink(e.ino).unwrap_or_else(|err| panic!("{ctx}: readlink {p}: {err:?}"));
+                    seen.insert(p, Node::Link(t));
                 }
                 FileKind::File => {
-                    let fh = fs.open(e.ino, OpenFlags::READ).unwrap();
+                    let fh = fs.open(e.ino, OpenFlags::READ).unwrap_or_else(|err| panic!("{ctx}: open {p}: {err:?}"));
                     let mut buf = vec![0u8; st.size as usize + 10];
                     let n = fs.read(fh, 0, &mut buf).unwrap_or_else(|err| panic!("{ctx}: read {p}: {err:?}"));
-                    fs.close(fh).unwrap();
+                    fs.close(fh).unwrap_or_else(|err| panic!("{ctx}: close {p}: {err:?}"));
                     assert_eq!(n as u64, st.size, "{ctx}: {p} read length");
                     buf.truncate(n);
                     seen.insert(p, Node::File(buf));
@@ -207,7 +208,7 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                 let dir = rng.pick(&m.dirs()).unwrap().clone();
                 let n = name(&mut rng);
                 let path = join(&dir, &n);
-                let pino = resolve(&mut fs, &dir).unwrap();
+                let pino = resolve(&mut fs, &dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
                 if trace() { eprintln!("  create {path}"); }
                 let r = fs.create(pino, n.as_bytes(), 0o644, 0, 0);
                 if m.nodes.contains_key(&path) {
@@ -227,7 +228,7 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                 let dir = rng.pick(&m.dirs()).unwrap().clone();
                 let n = name(&mut rng);
                 let path = join(&dir, &n);
-                let pino = resolve(&mut fs, &dir).unwrap();
+                let pino = resolve(&mut fs, &dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
                 if trace() { eprintln!("  mkdir {path}"); }
                 let r = fs.mkdir(pino, n.as_bytes(), 0o755, 0, 0);
                 if m.nodes.contains_key(&path) {
@@ -245,7 +246,7 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             // write somewhere (open, write, maybe fsync, close)
             18..=45 => {
                 let Some(path) = rng.pick(&m.files()).cloned() else { continue };
-                let ino = resolve(&mut fs, &path).unwrap();
+                let ino = resolve(&mut fs, &path).unwrap_or_else(|e| panic!("{ctx}: resolve {path}: {e:?}"));
                 let cur = match &m.nodes[&path] {
                     Node::File(d) => d.len() as u64,
                     _ => unreachable!(),
@@ -266,7 +267,7 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                     sync: rng.below(8) == 0,
                     ..OpenFlags::RW
                 };
-                let fh = fs.open(ino, flags).unwrap();
+                let fh = fs.open(ino, flags).unwrap_or_else(|e| panic!("{ctx}: open for write: {e:?}"));
                 if trace() { eprintln!("  write {path} @{off}+{} sync {}", d.len(), flags.sync); }
                 let r = fs.write(fh, off, &d);
                 let fsync = rng.below(3) == 0;
@@ -300,7 +301,7 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             // truncate
             46..=51 => {
                 let Some(path) = rng.pick(&m.files()).cloned() else { continue };
-                let ino = resolve(&mut fs, &path).unwrap();
+                let ino = resolve(&mut fs, &path).unwrap_or_else(|e| panic!("{ctx}: resolve {path}: {e:?}"));
                 let size = rng.below(maxlen / 2);
                 if trace() { eprintln!("  truncate {path} {size}"); }
                 match fs.setattr(
@@ -324,7 +325,7 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             52..=59 => {
                 let Some(path) = rng.pick(&m.nodes.keys().cloned().collect::<Vec<_>>()).cloned() else { continue };
                 let (dir, n) = split(&path);
-                let pino = resolve(&mut fs, dir).unwrap();
+                let pino = resolve(&mut fs, dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
                 if trace() { eprintln!("  unlink {path}"); }
                 let r = fs.unlink(pino, n.as_bytes());
                 match &m.nodes[&path] {
@@ -340,7 +341,7 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                 let dirs: Vec<String> = m.dirs().into_iter().filter(|d| d != "/").collect();
                 let Some(path) = rng.pick(&dirs).cloned() else { continue };
                 let (dir, n) = split(&path);
-                let pino = resolve(&mut fs, dir).unwrap();
+                let pino = resolve(&mut fs, dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
                 if trace() { eprintln!("  rmdir {path}"); }
                 let r = fs.rmdir(pino, n.as_bytes());
                 if m.children(&path).is_empty() {
@@ -401,7 +402,7 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                 let dir = rng.pick(&m.dirs()).unwrap().clone();
                 let n = name(&mut rng);
                 let path = join(&dir, &n);
-                let pino = resolve(&mut fs, &dir).unwrap();
+                let pino = resolve(&mut fs, &dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
                 let target = format!("/target/{}", rng.below(1000));
                 if trace() { eprintln!("  symlink {path}"); }
                 let r = fs.symlink(pino, n.as_bytes(), target.as_bytes(), 0, 0);
@@ -420,7 +421,7 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             // chmod / read a random range
             78..=83 => {
                 let Some(path) = rng.pick(&m.files()).cloned() else { continue };
-                let ino = resolve(&mut fs, &path).unwrap();
+                let ino = resolve(&mut fs, &path).unwrap_or_else(|e| panic!("{ctx}: resolve {path}: {e:?}"));
                 if rng.below(2) == 0 {
                     let mode = 0o600 | rng.below(0o100) as u32;
                     let st = fs.setattr(ino, SetAttr { mode: Some(mode), ..Default::default() });
@@ -433,20 +434,20 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                     let Node::File(c) = m.nodes[&path].clone() else { unreachable!() };
                     let off = rng.below(c.len() as u64 + 10);
                     let len = rng.below(5000) as usize;
-                    let fh = fs.open(ino, OpenFlags::READ).unwrap();
+                    let fh = fs.open(ino, OpenFlags::READ).unwrap_or_else(|e| panic!("{ctx}: open: {e:?}"));
                     let mut buf = vec![0u8; len];
-                    let n = fs.read(fh, off, &mut buf).unwrap();
-                    fs.close(fh).unwrap();
+                    let n = fs.read(fh, off, &mut buf).unwrap_or_else(|e| panic!("{ctx}: read: {e:?}"));
+                    fs.close(fh).unwrap_or_else(|e| panic!("{ctx}: close: {e:?}"));
                     let want = if off as usize >= c.len() { &[][..] } else { &c[off as usize..(off as usize + len).min(c.len())] };
                     assert_eq!(&buf[..n], want, "{ctx}: read {path} @{off}+{len}");
                 }
             }
             // sync, checkpoint, gc
             84..=87 => match rng.below(3) {
-                0 => fs.sync().unwrap(),
-                1 => fs.checkpoint().unwrap(),
+                0 => fs.sync().unwrap_or_else(|e| panic!("{ctx}: sync: {e:?}")),
+                1 => fs.checkpoint().unwrap_or_else(|e| panic!("{ctx}: checkpoint: {e:?}")),
                 _ => {
-                    fs.gc_step(64).unwrap();
+                    fs.gc_step(64).unwrap_or_else(|e| panic!("{ctx}: gc_step: {e:?}"));
                 }
             },
             // clean remount
@@ -457,7 +458,7 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             }
             // crash right after a sync: everything must be there
             93..=97 => {
-                fs.sync().unwrap();
+                fs.sync().unwrap_or_else(|e| panic!("{ctx}: sync: {e:?}"));
                 let dev = fs.into_flash();
                 fs = Fs::mount(dev, cfg).unwrap_or_else(|e| panic!("{ctx}: mount after crash: {e:?}"));
                 check_all(&mut fs, &m, &format!("{ctx} after crash"));
@@ -492,7 +493,7 @@ fn model_nand_slc() {
     let seeds = env("DFFS_MODEL_SEEDS", 4);
     let ops = env("DFFS_MODEL_OPS", 600) as usize;
     let mut nospace = 0;
-    for seed in 0..seeds {
+    for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
         nospace += run("nand-slc-128m", 40, 1000 + seed, ops);
     }
     eprintln!("nand-slc: {nospace} ENOSPC seen");
@@ -502,7 +503,7 @@ fn model_nand_slc() {
 fn model_nand_mlc() {
     let seeds = env("DFFS_MODEL_SEEDS", 3);
     let ops = env("DFFS_MODEL_OPS", 500) as usize;
-    for seed in 0..seeds {
+    for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
         run("nand-mlc-1g", 24, 2000 + seed, ops);
     }
 }
@@ -511,7 +512,7 @@ fn model_nand_mlc() {
 fn model_nor() {
     let seeds = env("DFFS_MODEL_SEEDS", 3);
     let ops = env("DFFS_MODEL_OPS", 500) as usize;
-    for seed in 0..seeds {
+    for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
         run("nor-qspi-16m", 32, 3000 + seed, ops);
     }
 }

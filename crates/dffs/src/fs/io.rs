@@ -1214,7 +1214,6 @@ impl<F: Flash> Fs<F> {
         self.map.clear_cache();
         self.icache.clear();
         self.st.reset_heads();
-        self.session_marked = false;
         self.load()?;
         // Orphans and handles to inodes that no longer exist are left dangling; their
         // operations report NotFound.

@@ -217,7 +217,6 @@ pub struct Fs<F: Flash> {
     pub(crate) next_tid: Tid,
     pub(crate) tx: Option<Tid>,
     pub(crate) need_recovery_cp: bool,
-    pub(crate) session_marked: bool,
     pub(crate) nfiles: u32,
     pub(crate) ndirs: u32,
     pub(crate) gc: gc::GcState,
@@ -335,7 +334,6 @@ impl<F: Flash> Fs<F> {
             next_tid: 1,
             tx: None,
             need_recovery_cp: false,
-            session_marked: false,
             nfiles: 0,
             ndirs: 0,
             gc: gc::GcState::default(),
@@ -476,7 +474,9 @@ impl<F: Flash> Fs<F> {
             }
             self.need_recovery_cp = !self.cfg.read_only;
         } else {
-            // Continue the heads at the next page boundary.
+            // Continue the heads at the next page boundary; the session's first program is
+            // preceded by a session record.
+            self.st.session_needed = !self.cfg.read_only;
             let ps = p.geometry.page_size;
             for h in 0..p.head_count() {
                 let hd = &mut self.st.heads[h];
@@ -765,17 +765,6 @@ impl<F: Flash> Fs<F> {
             self.st.journal_next = u32::MAX;
             self.checkpoint_inner(false)?;
         }
-        if !self.session_marked && !self.replaying {
-            // After a clean mount the heads continue where they were; a record in the journal
-            // before any other program tells the next mount that they were written to.
-            self.session_marked = true;
-            self.st.write_node(
-                LogKind::Journal,
-                Record::Session.encode(),
-                Priority::Reserve,
-            )?;
-            self.st.flush(LogKind::Journal)?;
-        }
         Ok(())
     }
 
@@ -942,8 +931,8 @@ impl<F: Flash> Fs<F> {
         }
         self.st.unjournaled_remaps.clear();
         self.journal_bytes = 0;
-        // After a checkpoint that is not clean the next mount abandons the heads anyway.
-        self.session_marked = !clean;
+        // After a checkpoint that is not clean the next mount recovers the heads anyway.
+        self.st.session_needed = clean;
         Ok(())
     }
 
