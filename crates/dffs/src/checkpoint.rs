@@ -370,7 +370,10 @@ pub fn write<F: Flash>(
     let block = p.anchors[anchor];
     #[cfg(feature = "std")]
     if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-        std::eprintln!("checkpoint {} -> anchor {anchor} (block {block}) slot {slot}", cp.cp_number);
+        std::eprintln!(
+            "checkpoint {} -> anchor {anchor} (block {block}) slot {slot}",
+            cp.cp_number
+        );
     }
     if slot == 0 {
         let pb = st.phys(block);

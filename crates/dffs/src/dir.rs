@@ -1339,9 +1339,32 @@ impl Dirs {
         ino: Ino,
         with_root: bool,
     ) -> Result<Vec<Addr>> {
+        self.page_addrs_filtered(st, map, ino, with_root, false)
+    }
+
+    /// Addresses of the written pages that the live state still uses: like [`Dirs::page_addrs`]
+    /// but without the old copies of pages that are dirty in RAM (they are superseded and
+    /// rewritten elsewhere by the next checkpoint). For fsck.
+    pub fn live_page_addrs<F: Flash>(
+        &mut self,
+        st: &mut Store<F>,
+        map: &mut InodeMap,
+        ino: Ino,
+    ) -> Result<Vec<Addr>> {
+        self.page_addrs_filtered(st, map, ino, true, true)
+    }
+
+    fn page_addrs_filtered<F: Flash>(
+        &mut self,
+        st: &mut Store<F>,
+        map: &mut InodeMap,
+        ino: Ino,
+        with_root: bool,
+        clean_only: bool,
+    ) -> Result<Vec<Addr>> {
         let mut out = Vec::new();
         let ri = self.load_root(st, map, ino)?;
-        if with_root && self.cache[ri].addr.is_some() {
+        if with_root && self.cache[ri].addr.is_some() && !(clean_only && self.cache[ri].dirty) {
             out.push(self.cache[ri].addr);
         }
         let (nb, paged, table) = match &self.cache[ri].item {
@@ -1349,12 +1372,24 @@ impl Dirs {
             _ => return Err(Error::Corrupt),
         };
         if paged {
-            for t in table.iter().filter(|a| a.is_some()) {
-                out.push(*t);
+            for (t, a) in table.iter().enumerate() {
+                if a.is_none() {
+                    continue;
+                }
+                let dirty = self
+                    .find(ino, ItemKey::Table(t as u32))
+                    .map(|i| self.cache[i].dirty)
+                    .unwrap_or(false);
+                if !(clean_only && dirty) {
+                    out.push(*a);
+                }
             }
         }
         for b in 0..nb {
             let bi = self.load_bucket(st, map, ino, b)?;
+            if clean_only && self.cache[bi].dirty {
+                continue;
+            }
             if let Item::Bucket(_, addrs) = &self.cache[bi].item {
                 out.extend(addrs.iter().copied().filter(|a| a.is_some()));
             }

@@ -536,25 +536,45 @@ impl InodeMap {
         self.cache.clear();
     }
 
-    /// Calls `f` for every live map page address (root first), for fsck.
+    /// Calls `f` for every map page address the live state uses (root first), for fsck:
+    /// pages dirty in RAM are walked through their cached copy and their old address (about to
+    /// be rewritten elsewhere) is not reported.
     pub fn walk_pages<F: Flash>(
         &mut self,
         st: &mut Store<F>,
         f: &mut dyn FnMut(Addr, u8, u32),
     ) -> Result<()> {
-        if self.depth == 0 || self.root.is_none() {
+        if self.depth == 0 {
             return Ok(());
         }
         let mut stack = vec![(self.root, self.depth - 1, 0u32)];
         while let Some((a, level, index)) = stack.pop() {
-            f(a, level, index);
-            if level > 0 {
-                let page = self.decode_page(st, a, level, index)?;
-                if let PageData::Interior(v) = page.data {
-                    for (k, (ca, _)) in v.iter().enumerate() {
-                        if ca.is_some() {
-                            stack.push((*ca, level - 1, index * self.fanout + k as u32));
-                        }
+            let cached = self
+                .find(level, index)
+                .map(|i| (self.cache[i].dirty, self.cache[i].data.clone()));
+            let data = match cached {
+                Some((dirty, data)) => {
+                    if !dirty && a.is_some() {
+                        f(a, level, index);
+                    }
+                    data
+                }
+                None => {
+                    if a.is_none() {
+                        continue;
+                    }
+                    f(a, level, index);
+                    if level == 0 {
+                        continue;
+                    }
+                    self.decode_page(st, a, level, index)?.data
+                }
+            };
+            if let PageData::Interior(v) = data {
+                for (k, (ca, _)) in v.iter().enumerate() {
+                    let ci = index * self.fanout + k as u32;
+                    if ca.is_some() || self.find(level - 1, ci).is_some() {
+                        stack.push((*ca, level - 1, ci));
                     }
                 }
             }

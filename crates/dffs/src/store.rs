@@ -422,7 +422,9 @@ impl<F: Flash> Store<F> {
                 if std::env::var("DFFS_DEBUG_NOSPACE").is_ok() {
                     let mut summary = std::collections::BTreeMap::new();
                     for b in &self.blocks {
-                        let e = summary.entry(format!("{:?}/{:?}", b.state(), b.kind())).or_insert((0u32, 0u64));
+                        let e = summary
+                            .entry(format!("{:?}/{:?}", b.state(), b.kind()))
+                            .or_insert((0u32, 0u64));
                         e.0 += 1;
                         e.1 += b.live as u64;
                     }
@@ -450,7 +452,13 @@ impl<F: Flash> Store<F> {
                 };
             }
             let b = best.ok_or(Error::NoSpace)?;
-            debug_assert_eq!(self.blocks[b as usize].live, 0, "allocating block {b} that holds live data: {:?} {:?}", self.blocks[b as usize].state(), self.blocks[b as usize].kind());
+            debug_assert_eq!(
+                self.blocks[b as usize].live,
+                0,
+                "allocating block {b} that holds live data: {:?} {:?}",
+                self.blocks[b as usize].state(),
+                self.blocks[b as usize].kind()
+            );
             if self.blocks[b as usize].state() == BlockState::Free && !self.erase_block(b)? {
                 continue;
             }
@@ -459,7 +467,11 @@ impl<F: Flash> Store<F> {
             e.live = 0;
             e.set(BlockState::Head, kind, age);
             #[cfg(feature = "std")]
-            if std::env::var("DFFS_DEBUG_BLK").ok().and_then(|v| v.parse::<u32>().ok()) == Some(b) {
+            if std::env::var("DFFS_DEBUG_BLK")
+                .ok()
+                .and_then(|v| v.parse::<u32>().ok())
+                == Some(b)
+            {
                 std::eprintln!("block {b}: allocated for {kind:?} (seq {})", self.seq);
             }
             return Ok(b);
@@ -632,12 +644,18 @@ impl<F: Flash> Store<F> {
                         Probe::Padding => pos += unit,
                         Probe::Header(hd) => {
                             let mut whole = vec![0u8; hd.len as usize];
-                            if self.read(at, &mut whole).is_err() || node::verify(&whole, &hd).is_err() {
+                            if self.read(at, &mut whole).is_err()
+                                || node::verify(&whole, &hd).is_err()
+                            {
                                 break;
                             }
                             let mut len = hd.len;
-                            if hd.typ == NodeType::Data && whole.len() >= (NODE_HEADER + 12) as usize {
-                                let plen = u32::from_le_bytes([whole[32], whole[33], whole[34], whole[35]]);
+                            if hd.typ == NodeType::Data
+                                && whole.len() >= (NODE_HEADER + 12) as usize
+                            {
+                                let plen = u32::from_le_bytes([
+                                    whole[32], whole[33], whole[34], whole[35],
+                                ]);
                                 len = len.saturating_add(plen);
                             }
                             pos = pos.saturating_add(self.p.align(len));
@@ -673,7 +691,11 @@ impl<F: Flash> Store<F> {
     pub fn ensure_room(&mut self, kind: LogKind, bytes: u32, prio: Priority) -> Result<()> {
         let h = self.head_index(kind);
         let g = self.p.geometry;
-        let slack = if g.kind == FlashKind::Nand { g.page_size } else { self.p.unit() };
+        let slack = if g.kind == FlashKind::Nand {
+            g.page_size
+        } else {
+            self.p.unit()
+        };
         if self.heads[h].is_open() && self.heads[h].off + bytes + slack <= g.block_size() {
             return Ok(());
         }
@@ -1012,7 +1034,11 @@ impl<F: Flash> Store<F> {
                 Err(e) => {
                     #[cfg(feature = "std")]
                     if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                        std::eprintln!("program at {ppos:#x} len {} failed: {e:?}\n{}", data.len(), std::backtrace::Backtrace::force_capture());
+                        std::eprintln!(
+                            "program at {ppos:#x} len {} failed: {e:?}\n{}",
+                            data.len(),
+                            std::backtrace::Backtrace::force_capture()
+                        );
                     }
                     return Err(Error::Io);
                 }

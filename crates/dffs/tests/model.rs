@@ -26,7 +26,11 @@ struct Model {
 
 impl Model {
     fn children(&self, dir: &str) -> Vec<String> {
-        let prefix = if dir == "/" { "/".to_string() } else { format!("{dir}/") };
+        let prefix = if dir == "/" {
+            "/".to_string()
+        } else {
+            format!("{dir}/")
+        };
         self.nodes
             .keys()
             .filter(|k| k.starts_with(&prefix) && !k[prefix.len()..].contains('/'))
@@ -35,11 +39,20 @@ impl Model {
     }
     fn dirs(&self) -> Vec<String> {
         let mut v = vec!["/".to_string()];
-        v.extend(self.nodes.iter().filter(|(_, n)| **n == Node::Dir).map(|(k, _)| k.clone()));
+        v.extend(
+            self.nodes
+                .iter()
+                .filter(|(_, n)| **n == Node::Dir)
+                .map(|(k, _)| k.clone()),
+        );
         v
     }
     fn files(&self) -> Vec<String> {
-        self.nodes.iter().filter(|(_, n)| matches!(n, Node::File(_))).map(|(k, _)| k.clone()).collect()
+        self.nodes
+            .iter()
+            .filter(|(_, n)| matches!(n, Node::File(_)))
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 }
 
@@ -81,8 +94,10 @@ fn split(path: &str) -> (&str, &str) {
     (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..])
 }
 
-/// Compares the whole file system with the model.
+/// Compares the whole file system with the model, and runs fsck.
 fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
+    let rep = fs.fsck().unwrap_or_else(|e| panic!("{ctx}: fsck: {e:?}"));
+    assert!(rep.is_clean(), "{ctx}: fsck: {:#?}", rep.errors);
     let mut seen = BTreeMap::new();
     let mut stack = vec![("/".to_string(), ROOT_INO)];
     while let Some((path, ino)) = stack.pop() {
@@ -99,7 +114,9 @@ fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
         assert_eq!(before, names.len(), "{ctx}: duplicate names in {path}");
         for e in ents {
             let p = join(&path, std::str::from_utf8(&e.name).unwrap());
-            let st = fs.lookup(ino, &e.name).unwrap_or_else(|err| panic!("{ctx}: lookup {p}: {err:?}"));
+            let st = fs
+                .lookup(ino, &e.name)
+                .unwrap_or_else(|err| panic!("{ctx}: lookup {p}: {err:?}"));
             assert_eq!(st.ino, e.ino, "{ctx}: {p} ino");
             assert_eq!(st.kind, e.kind, "{ctx}: {p} kind");
             match e.kind {
@@ -108,14 +125,21 @@ fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
                     stack.push((p, e.ino));
                 }
                 FileKind::Symlink => {
-                    let t = fs.readlink(e.ino).unwrap_or_else(|err| panic!("{ctx}: readlink {p}: {err:?}"));
+                    let t = fs
+                        .readlink(e.ino)
+                        .unwrap_or_else(|err| panic!("{ctx}: readlink {p}: {err:?}"));
                     seen.insert(p, Node::Link(t));
                 }
                 FileKind::File => {
-                    let fh = fs.open(e.ino, OpenFlags::READ).unwrap_or_else(|err| panic!("{ctx}: open {p}: {err:?}"));
+                    let fh = fs
+                        .open(e.ino, OpenFlags::READ)
+                        .unwrap_or_else(|err| panic!("{ctx}: open {p}: {err:?}"));
                     let mut buf = vec![0u8; st.size as usize + 10];
-                    let n = fs.read(fh, 0, &mut buf).unwrap_or_else(|err| panic!("{ctx}: read {p}: {err:?}"));
-                    fs.close(fh).unwrap_or_else(|err| panic!("{ctx}: close {p}: {err:?}"));
+                    let n = fs
+                        .read(fh, 0, &mut buf)
+                        .unwrap_or_else(|err| panic!("{ctx}: read {p}: {err:?}"));
+                    fs.close(fh)
+                        .unwrap_or_else(|err| panic!("{ctx}: close {p}: {err:?}"));
                     assert_eq!(n as u64, st.size, "{ctx}: {p} read length");
                     buf.truncate(n);
                     seen.insert(p, Node::File(buf));
@@ -135,8 +159,16 @@ fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
                 None => eprintln!("missing {k}"),
                 Some(Node::File(a)) if matches!(v, Node::File(b) if b != a) => {
                     let Node::File(b) = v else { unreachable!() };
-                    let i = a.iter().zip(b.iter()).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
-                    eprintln!("differs {k}: first difference at byte {i} (fs {} bytes, model {} bytes)", a.len(), b.len());
+                    let i = a
+                        .iter()
+                        .zip(b.iter())
+                        .position(|(x, y)| x != y)
+                        .unwrap_or(a.len().min(b.len()));
+                    eprintln!(
+                        "differs {k}: first difference at byte {i} (fs {} bytes, model {} bytes)",
+                        a.len(),
+                        b.len()
+                    );
                     if let Ok(ino) = fs.resolve(k.as_bytes()) {
                         let blk = (i / fs.params().data_block as usize) as u32;
                         for bb in blk.saturating_sub(1)..blk + 2 {
@@ -168,13 +200,28 @@ fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
 }
 
 fn name(rng: &mut Rng) -> String {
-    const NAMES: [&str; 12] = ["a", "b", "c", "dd", "eee", "f.txt", "g.log", "hh", "i", "jjj", "k", "long-name-0123456789"];
+    const NAMES: [&str; 12] = [
+        "a",
+        "b",
+        "c",
+        "dd",
+        "eee",
+        "f.txt",
+        "g.log",
+        "hh",
+        "i",
+        "jjj",
+        "k",
+        "long-name-0123456789",
+    ];
     NAMES[rng.below(NAMES.len() as u64) as usize].to_string()
 }
 
 fn data(rng: &mut Rng, len: usize) -> Vec<u8> {
     let seed = rng.next();
-    (0..len).map(|i| (seed.wrapping_mul(i as u64 + 1) >> 24) as u8).collect()
+    (0..len)
+        .map(|i| (seed.wrapping_mul(i as u64 + 1) >> 24) as u8)
+        .collect()
 }
 
 fn max_len_for(kind: &str) -> u64 {
@@ -208,11 +255,18 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                 let dir = rng.pick(&m.dirs()).unwrap().clone();
                 let n = name(&mut rng);
                 let path = join(&dir, &n);
-                let pino = resolve(&mut fs, &dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
-                if trace() { eprintln!("  create {path}"); }
+                let pino = resolve(&mut fs, &dir)
+                    .unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
+                if trace() {
+                    eprintln!("  create {path}");
+                }
                 let r = fs.create(pino, n.as_bytes(), 0o644, 0, 0);
                 if m.nodes.contains_key(&path) {
-                    assert_eq!(r.err(), Some(Error::Exists), "{ctx}: create existing {path}");
+                    assert_eq!(
+                        r.err(),
+                        Some(Error::Exists),
+                        "{ctx}: create existing {path}"
+                    );
                 } else {
                     match r {
                         Ok(_) => {
@@ -228,8 +282,11 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                 let dir = rng.pick(&m.dirs()).unwrap().clone();
                 let n = name(&mut rng);
                 let path = join(&dir, &n);
-                let pino = resolve(&mut fs, &dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
-                if trace() { eprintln!("  mkdir {path}"); }
+                let pino = resolve(&mut fs, &dir)
+                    .unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
+                if trace() {
+                    eprintln!("  mkdir {path}");
+                }
                 let r = fs.mkdir(pino, n.as_bytes(), 0o755, 0, 0);
                 if m.nodes.contains_key(&path) {
                     assert_eq!(r.err(), Some(Error::Exists), "{ctx}: mkdir existing {path}");
@@ -245,8 +302,11 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             }
             // write somewhere (open, write, maybe fsync, close)
             18..=45 => {
-                let Some(path) = rng.pick(&m.files()).cloned() else { continue };
-                let ino = resolve(&mut fs, &path).unwrap_or_else(|e| panic!("{ctx}: resolve {path}: {e:?}"));
+                let Some(path) = rng.pick(&m.files()).cloned() else {
+                    continue;
+                };
+                let ino = resolve(&mut fs, &path)
+                    .unwrap_or_else(|e| panic!("{ctx}: resolve {path}: {e:?}"));
                 let cur = match &m.nodes[&path] {
                     Node::File(d) => d.len() as u64,
                     _ => unreachable!(),
@@ -267,8 +327,12 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                     sync: rng.below(8) == 0,
                     ..OpenFlags::RW
                 };
-                let fh = fs.open(ino, flags).unwrap_or_else(|e| panic!("{ctx}: open for write: {e:?}"));
-                if trace() { eprintln!("  write {path} @{off}+{} sync {}", d.len(), flags.sync); }
+                let fh = fs
+                    .open(ino, flags)
+                    .unwrap_or_else(|e| panic!("{ctx}: open for write: {e:?}"));
+                if trace() {
+                    eprintln!("  write {path} @{off}+{} sync {}", d.len(), flags.sync);
+                }
                 let r = fs.write(fh, off, &d);
                 let fsync = rng.below(3) == 0;
                 match r {
@@ -282,7 +346,8 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                             c[off as usize..end].copy_from_slice(&d);
                         }
                         if fsync {
-                            fs.fsync(fh).unwrap_or_else(|e| panic!("{ctx}: fsync: {e:?}"));
+                            fs.fsync(fh)
+                                .unwrap_or_else(|e| panic!("{ctx}: fsync: {e:?}"));
                         }
                         match fs.close(fh) {
                             Ok(()) => {}
@@ -291,7 +356,8 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                     }
                     Err(Error::NoSpace) => {
                         nospace += 1;
-                        fs.close(fh).unwrap_or_else(|e| panic!("{ctx}: close after ENOSPC: {e:?}"));
+                        fs.close(fh)
+                            .unwrap_or_else(|e| panic!("{ctx}: close after ENOSPC: {e:?}"));
                         // The failed write changed nothing: compare.
                         check_all(&mut fs, &m, &format!("{ctx} after ENOSPC write"));
                     }
@@ -300,10 +366,15 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             }
             // truncate
             46..=51 => {
-                let Some(path) = rng.pick(&m.files()).cloned() else { continue };
-                let ino = resolve(&mut fs, &path).unwrap_or_else(|e| panic!("{ctx}: resolve {path}: {e:?}"));
+                let Some(path) = rng.pick(&m.files()).cloned() else {
+                    continue;
+                };
+                let ino = resolve(&mut fs, &path)
+                    .unwrap_or_else(|e| panic!("{ctx}: resolve {path}: {e:?}"));
                 let size = rng.below(maxlen / 2);
-                if trace() { eprintln!("  truncate {path} {size}"); }
+                if trace() {
+                    eprintln!("  truncate {path} {size}");
+                }
                 match fs.setattr(
                     ino,
                     SetAttr {
@@ -323,10 +394,18 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             }
             // unlink
             52..=59 => {
-                let Some(path) = rng.pick(&m.nodes.keys().cloned().collect::<Vec<_>>()).cloned() else { continue };
+                let Some(path) = rng
+                    .pick(&m.nodes.keys().cloned().collect::<Vec<_>>())
+                    .cloned()
+                else {
+                    continue;
+                };
                 let (dir, n) = split(&path);
-                let pino = resolve(&mut fs, dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
-                if trace() { eprintln!("  unlink {path}"); }
+                let pino =
+                    resolve(&mut fs, dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
+                if trace() {
+                    eprintln!("  unlink {path}");
+                }
                 let r = fs.unlink(pino, n.as_bytes());
                 match &m.nodes[&path] {
                     Node::Dir => assert_eq!(r, Err(Error::IsDir), "{ctx}: unlink dir {path}"),
@@ -339,10 +418,15 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             // rmdir
             60..=64 => {
                 let dirs: Vec<String> = m.dirs().into_iter().filter(|d| d != "/").collect();
-                let Some(path) = rng.pick(&dirs).cloned() else { continue };
+                let Some(path) = rng.pick(&dirs).cloned() else {
+                    continue;
+                };
                 let (dir, n) = split(&path);
-                let pino = resolve(&mut fs, dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
-                if trace() { eprintln!("  rmdir {path}"); }
+                let pino =
+                    resolve(&mut fs, dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
+                if trace() {
+                    eprintln!("  rmdir {path}");
+                }
                 let r = fs.rmdir(pino, n.as_bytes());
                 if m.children(&path).is_empty() {
                     r.unwrap_or_else(|e| panic!("{ctx}: rmdir {path}: {e:?}"));
@@ -353,14 +437,21 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             }
             // rename
             65..=74 => {
-                let Some(src) = rng.pick(&m.nodes.keys().cloned().collect::<Vec<_>>()).cloned() else { continue };
+                let Some(src) = rng
+                    .pick(&m.nodes.keys().cloned().collect::<Vec<_>>())
+                    .cloned()
+                else {
+                    continue;
+                };
                 let dst_dir = rng.pick(&m.dirs()).unwrap().clone();
                 let dst = join(&dst_dir, &name(&mut rng));
                 let (sd, sn) = split(&src);
                 let (dd, dn) = split(&dst);
                 let sp = resolve(&mut fs, sd).unwrap();
                 let dp = resolve(&mut fs, dd).unwrap();
-                if trace() { eprintln!("  rename {src} -> {dst}"); }
+                if trace() {
+                    eprintln!("  rename {src} -> {dst}");
+                }
                 let r = fs.rename(sp, sn.as_bytes(), dp, dn.as_bytes());
                 let src_is_dir = m.nodes[&src] == Node::Dir;
                 let expect: Result<(), Error> = if src == dst {
@@ -402,9 +493,12 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                 let dir = rng.pick(&m.dirs()).unwrap().clone();
                 let n = name(&mut rng);
                 let path = join(&dir, &n);
-                let pino = resolve(&mut fs, &dir).unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
+                let pino = resolve(&mut fs, &dir)
+                    .unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
                 let target = format!("/target/{}", rng.below(1000));
-                if trace() { eprintln!("  symlink {path}"); }
+                if trace() {
+                    eprintln!("  symlink {path}");
+                }
                 let r = fs.symlink(pino, n.as_bytes(), target.as_bytes(), 0, 0);
                 if m.nodes.contains_key(&path) {
                     assert_eq!(r.err(), Some(Error::Exists), "{ctx}");
@@ -420,39 +514,64 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             }
             // chmod / read a random range
             78..=83 => {
-                let Some(path) = rng.pick(&m.files()).cloned() else { continue };
-                let ino = resolve(&mut fs, &path).unwrap_or_else(|e| panic!("{ctx}: resolve {path}: {e:?}"));
+                let Some(path) = rng.pick(&m.files()).cloned() else {
+                    continue;
+                };
+                let ino = resolve(&mut fs, &path)
+                    .unwrap_or_else(|e| panic!("{ctx}: resolve {path}: {e:?}"));
                 if rng.below(2) == 0 {
                     let mode = 0o600 | rng.below(0o100) as u32;
-                    let st = fs.setattr(ino, SetAttr { mode: Some(mode), ..Default::default() });
+                    let st = fs.setattr(
+                        ino,
+                        SetAttr {
+                            mode: Some(mode),
+                            ..Default::default()
+                        },
+                    );
                     match st {
                         Ok(st) => assert_eq!(st.mode & 0o7777, mode, "{ctx}"),
                         Err(Error::NoSpace) => nospace += 1,
                         Err(e) => panic!("{ctx}: chmod: {e:?}"),
                     }
                 } else {
-                    let Node::File(c) = m.nodes[&path].clone() else { unreachable!() };
+                    let Node::File(c) = m.nodes[&path].clone() else {
+                        unreachable!()
+                    };
                     let off = rng.below(c.len() as u64 + 10);
                     let len = rng.below(5000) as usize;
-                    let fh = fs.open(ino, OpenFlags::READ).unwrap_or_else(|e| panic!("{ctx}: open: {e:?}"));
+                    let fh = fs
+                        .open(ino, OpenFlags::READ)
+                        .unwrap_or_else(|e| panic!("{ctx}: open: {e:?}"));
                     let mut buf = vec![0u8; len];
-                    let n = fs.read(fh, off, &mut buf).unwrap_or_else(|e| panic!("{ctx}: read: {e:?}"));
-                    fs.close(fh).unwrap_or_else(|e| panic!("{ctx}: close: {e:?}"));
-                    let want = if off as usize >= c.len() { &[][..] } else { &c[off as usize..(off as usize + len).min(c.len())] };
+                    let n = fs
+                        .read(fh, off, &mut buf)
+                        .unwrap_or_else(|e| panic!("{ctx}: read: {e:?}"));
+                    fs.close(fh)
+                        .unwrap_or_else(|e| panic!("{ctx}: close: {e:?}"));
+                    let want = if off as usize >= c.len() {
+                        &[][..]
+                    } else {
+                        &c[off as usize..(off as usize + len).min(c.len())]
+                    };
                     assert_eq!(&buf[..n], want, "{ctx}: read {path} @{off}+{len}");
                 }
             }
             // sync, checkpoint, gc
             84..=87 => match rng.below(3) {
                 0 => fs.sync().unwrap_or_else(|e| panic!("{ctx}: sync: {e:?}")),
-                1 => fs.checkpoint().unwrap_or_else(|e| panic!("{ctx}: checkpoint: {e:?}")),
+                1 => fs
+                    .checkpoint()
+                    .unwrap_or_else(|e| panic!("{ctx}: checkpoint: {e:?}")),
                 _ => {
-                    fs.gc_step(64).unwrap_or_else(|e| panic!("{ctx}: gc_step: {e:?}"));
+                    fs.gc_step(64)
+                        .unwrap_or_else(|e| panic!("{ctx}: gc_step: {e:?}"));
                 }
             },
             // clean remount
             88..=92 => {
-                let dev = fs.unmount().unwrap_or_else(|e| panic!("{ctx}: unmount: {e:?}"));
+                let dev = fs
+                    .unmount()
+                    .unwrap_or_else(|e| panic!("{ctx}: unmount: {e:?}"));
                 fs = Fs::mount(dev, cfg).unwrap_or_else(|e| panic!("{ctx}: mount: {e:?}"));
                 check_all(&mut fs, &m, &format!("{ctx} after remount"));
             }
@@ -460,7 +579,8 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
             93..=97 => {
                 fs.sync().unwrap_or_else(|e| panic!("{ctx}: sync: {e:?}"));
                 let dev = fs.into_flash();
-                fs = Fs::mount(dev, cfg).unwrap_or_else(|e| panic!("{ctx}: mount after crash: {e:?}"));
+                fs = Fs::mount(dev, cfg)
+                    .unwrap_or_else(|e| panic!("{ctx}: mount after crash: {e:?}"));
                 check_all(&mut fs, &m, &format!("{ctx} after crash"));
             }
             // full check
@@ -485,7 +605,10 @@ fn trace() -> bool {
 }
 
 fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 #[test]

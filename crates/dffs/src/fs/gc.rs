@@ -94,7 +94,11 @@ impl<F: Flash> Fs<F> {
         }
         let step = self.cfg.gc_step;
         self.gc_work(step)?;
-        if self.st.free_blocks() <= low && self.st.pending_blocks() > 0 && self.tx.is_none() && !self.replaying {
+        if self.st.free_blocks() <= low
+            && self.st.pending_blocks() > 0
+            && self.tx.is_none()
+            && !self.replaying
+        {
             self.checkpoint_inner(false)?;
         }
         Ok(())
@@ -263,7 +267,11 @@ impl<F: Flash> Fs<F> {
 
     fn finish_victim(&mut self, victim: u32) {
         #[cfg(feature = "std")]
-        if std::env::var("DFFS_DEBUG_BLK").ok().and_then(|v| v.parse::<u32>().ok()) == Some(victim) {
+        if std::env::var("DFFS_DEBUG_BLK")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            == Some(victim)
+        {
             std::eprintln!("block {victim}: collected (seq {})", self.st.seq);
         }
         let e = &mut self.st.blocks[victim as usize];
@@ -540,8 +548,15 @@ impl<F: Flash> Fs<F> {
     fn gc_data_block(&mut self, ino: Ino, b: u32, a: Addr, data: &[u8]) -> Result<()> {
         let (committed, overlay) = self.data_refs(ino, b, a)?;
         #[cfg(feature = "std")]
-        if std::env::var("DFFS_DEBUG_INO").ok().and_then(|v| v.parse::<u32>().ok()) == Some(ino) {
-            let ov = self.inos.get(&ino).map(|o| (o.refs, o.overlay.as_ref().map(|v| v.extents.clone())));
+        if std::env::var("DFFS_DEBUG_INO")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            == Some(ino)
+        {
+            let ov = self
+                .inos
+                .get(&ino)
+                .map(|o| (o.refs, o.overlay.as_ref().map(|v| v.extents.clone())));
             std::eprintln!("gc sees ino {ino} block {b} at {a:?}: committed {committed} overlay {overlay}; open {ov:?}");
         }
         if !committed && !overlay {

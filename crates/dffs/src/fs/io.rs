@@ -393,7 +393,10 @@ impl<F: Flash> Fs<F> {
                 if st == EccStatus::Uncorrectable {
                     #[cfg(feature = "std")]
                     if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                        std::eprintln!("data at {a:?} (block {}) for ino {ino} block {b}: uncorrectable", p.block_of(a));
+                        std::eprintln!(
+                            "data at {a:?} (block {}) for ino {ino} block {b}: uncorrectable",
+                            p.block_of(a)
+                        );
                     }
                     return Err(Error::Io);
                 }
@@ -402,7 +405,10 @@ impl<F: Flash> Fs<F> {
                     other => {
                         #[cfg(feature = "std")]
                         if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                            std::eprintln!("data at {a:?} (block {}) for ino {ino} block {b}: tag {other:?}", p.block_of(a));
+                            std::eprintln!(
+                                "data at {a:?} (block {}) for ino {ino} block {b}: tag {other:?}",
+                                p.block_of(a)
+                            );
                         }
                         let _ = other;
                         return Err(Error::Io);
@@ -977,7 +983,11 @@ impl<F: Flash> Fs<F> {
         let p = self.st.p;
         let stride = Index::<F>::stride(&p);
         #[cfg(feature = "std")]
-        if std::env::var("DFFS_DEBUG_INO").ok().and_then(|v| v.parse::<u32>().ok()) == Some(ino) {
+        if std::env::var("DFFS_DEBUG_INO")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            == Some(ino)
+        {
             std::eprintln!("commit ino {ino} (replay {}): {rec:?}", self.replaying);
         }
         let orphan = self
@@ -1072,8 +1082,16 @@ impl<F: Flash> Fs<F> {
                         let blk = p.block_of(a) as usize;
                         let e = self.st.blocks[blk];
                         #[cfg(feature = "std")]
-                        if std::env::var("DFFS_DEBUG_BLK").ok().and_then(|v| v.parse::<usize>().ok()) == Some(blk) {
-                            std::eprintln!("block {blk}: replay references it ({:?} {:?})", e.state(), e.kind());
+                        if std::env::var("DFFS_DEBUG_BLK")
+                            .ok()
+                            .and_then(|v| v.parse::<usize>().ok())
+                            == Some(blk)
+                        {
+                            std::eprintln!(
+                                "block {blk}: replay references it ({:?} {:?})",
+                                e.state(),
+                                e.kind()
+                            );
                         }
                         if matches!(e.state(), BlockState::Free | BlockState::Erased) {
                             self.st.blocks[blk] = BlockInfo::new(

@@ -6,6 +6,7 @@
 //! record and then applied by one function ([`Fs::apply`]) that replay after a power cut uses
 //! too. It must never touch the device except through the store.
 
+mod fsck;
 mod gc;
 mod io;
 mod ns;
@@ -29,6 +30,7 @@ use crate::node::{self, NodeBuilder, NodeType, OobTag, Probe};
 use crate::store::{BlockInfo, BlockState, Priority, Store};
 use crate::types::{Attrs, Clock, Ino, NoClock, Time, ROOT_INO, S_IFDIR};
 
+pub use fsck::FsckReport;
 pub use gc::GcReport;
 pub use io::{Fh, OpenFlags, Overlay};
 /// Handle types (re-exported at the crate root).
@@ -440,7 +442,9 @@ impl<F: Flash> Fs<F> {
             }
         }
         for b in 0..nblocks {
-            if self.st.blocks[b as usize].state() == BlockState::Head && !cp.heads.iter().any(|&(hb, _)| hb == b) {
+            if self.st.blocks[b as usize].state() == BlockState::Head
+                && !cp.heads.iter().any(|&(hb, _)| hb == b)
+            {
                 self.st.set_state(b, BlockState::Used);
             }
         }
@@ -573,7 +577,10 @@ impl<F: Flash> Fs<F> {
         let mut rd = JournalReader::new(g.page_size);
         #[cfg(feature = "std")]
         if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-            std::eprintln!("scan from block {block} off {pos} next {next} cp {}", cp.cp_number);
+            std::eprintln!(
+                "scan from block {block} off {pos} next {next} cp {}",
+                cp.cp_number
+            );
         }
         loop {
             let mut first_in_block = pos == 0;
@@ -760,7 +767,8 @@ impl<F: Flash> Fs<F> {
             let old = self.st.journal_next;
             if old != u32::MAX && self.st.blocks[old as usize].state() == BlockState::Reserved {
                 let e = self.st.blocks[old as usize];
-                self.st.blocks[old as usize] = BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age());
+                self.st.blocks[old as usize] =
+                    BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age());
             }
             self.st.journal_next = u32::MAX;
             self.checkpoint_inner(false)?;
@@ -847,11 +855,13 @@ impl<F: Flash> Fs<F> {
         let p = self.st.p;
         // The block-table pages must not open a new block after the table is copied.
         let bt_count = p.geometry.blocks.div_ceil(p.bt_entries());
-        let bt_bytes = bt_count * p.align(p.map_page) + bt_count * p.geometry.page_size.min(p.map_page);
+        let bt_bytes =
+            bt_count * p.align(p.map_page) + bt_count * p.geometry.page_size.min(p.map_page);
         if bt_bytes + p.geometry.page_size > p.geometry.block_size() {
             return Err(Error::NoSpace);
         }
-        self.st.ensure_room(LogKind::Map, bt_bytes, Priority::Reserve)?;
+        self.st
+            .ensure_room(LogKind::Map, bt_bytes, Priority::Reserve)?;
         #[cfg(debug_assertions)]
         if let Err(e) = self.debug_check_blocks() {
             panic!("before serializing the block table: {e}");
@@ -921,7 +931,11 @@ impl<F: Flash> Fs<F> {
             let dead_journal = state == BlockState::Used && e.kind() == LogKind::Journal;
             if state == BlockState::PendingErase || dead_journal {
                 #[cfg(feature = "std")]
-                if std::env::var("DFFS_DEBUG_BLK").ok().and_then(|v| v.parse::<u32>().ok()) == Some(b) {
+                if std::env::var("DFFS_DEBUG_BLK")
+                    .ok()
+                    .and_then(|v| v.parse::<u32>().ok())
+                    == Some(b)
+                {
                     std::eprintln!("block {b}: freed by checkpoint ({state:?} {:?})", e.kind());
                 }
                 self.st.blocks[b as usize] =
@@ -965,7 +979,9 @@ impl<F: Flash> Fs<F> {
 
     /// Dirty metadata items (inodes, directory pages, map pages) waiting for a checkpoint.
     pub(crate) fn dirty_items(&self) -> usize {
-        self.files.values().filter(|c| c.dirty).count() + self.dirs.dirty_count() + self.map.dirty_pages()
+        self.files.values().filter(|c| c.dirty).count()
+            + self.dirs.dirty_count()
+            + self.map.dirty_pages()
     }
 
     /// Checkpoints if the journal or the dirty metadata grew past their limits.

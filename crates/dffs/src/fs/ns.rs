@@ -1043,7 +1043,10 @@ impl<F: Flash> Fs<F> {
 impl<F: Flash> Fs<F> {
     /// Debug aid: the raw slots of a directory and what reading each target gives.
     #[doc(hidden)]
-    pub fn debug_slots(&mut self, dir: Ino) -> Vec<(u32, u32, core::result::Result<(Ino, Vec<u8>), Error>)> {
+    pub fn debug_slots(
+        &mut self,
+        dir: Ino,
+    ) -> Vec<(u32, u32, core::result::Result<(Ino, Vec<u8>), Error>)> {
         let slots = match self.dirs.all_slots(&mut self.st, &mut self.map, dir) {
             Ok(s) => s,
             Err(e) => return alloc::vec![(0, 0, Err(e))],
@@ -1051,7 +1054,9 @@ impl<F: Flash> Fs<F> {
         let mut out = Vec::new();
         for s in slots {
             let r = if s.is_dir() {
-                self.dirs.root(&mut self.st, &mut self.map, s.ptr).map(|r| (r.ino, r.name.clone()))
+                self.dirs
+                    .root(&mut self.st, &mut self.map, s.ptr)
+                    .map(|r| (r.ino, r.name.clone()))
             } else if s.is_placeholder() {
                 Ok((s.ptr & !PLACEHOLDER, b"<placeholder>".to_vec()))
             } else {
@@ -1081,7 +1086,11 @@ impl<F: Flash> Fs<F> {
         use crate::store::BlockState;
         for (i, b) in self.st.blocks.iter().enumerate() {
             if matches!(b.state(), BlockState::Free | BlockState::Erased) && b.live != 0 {
-                return Err(alloc::format!("block {i} is {:?} but has {} live bytes", b.state(), b.live));
+                return Err(alloc::format!(
+                    "block {i} is {:?} but has {} live bytes",
+                    b.state(),
+                    b.live
+                ));
             }
         }
         Ok(())
@@ -1091,16 +1100,37 @@ impl<F: Flash> Fs<F> {
 impl<F: Flash> Fs<F> {
     /// Debug aid: where block `b` of file `ino` is (committed map, overlay first).
     #[doc(hidden)]
-    pub fn debug_block_addr(&mut self, ino: Ino, b: u32) -> core::result::Result<(u32, alloc::string::String), Error> {
+    pub fn debug_block_addr(
+        &mut self,
+        ino: Ino,
+        b: u32,
+    ) -> core::result::Result<(u32, alloc::string::String), Error> {
         let stride = crate::file::Index::<F>::stride(&self.st.p);
-        if let Some(a) = self.inos.get(&ino).and_then(|o| o.overlay.as_ref()).and_then(|o| o.extents.get(b, stride)) {
+        if let Some(a) = self
+            .inos
+            .get(&ino)
+            .and_then(|o| o.overlay.as_ref())
+            .and_then(|o| o.extents.get(b, stride))
+        {
             return Ok((a.0, "overlay".into()));
         }
         let c = self.load_file(ino)?.node.content.clone();
         let pend = c.pending.get(b, stride).is_some();
-        let mut ix = crate::file::Index { st: &mut self.st, cache: &mut self.icache, ino };
+        let mut ix = crate::file::Index {
+            st: &mut self.st,
+            cache: &mut self.icache,
+            ino,
+        };
         let a = ix.lookup(&c, b)?;
-        Ok((a.0, alloc::format!("pending {pend} depth {} trunc {:?} direct {}", c.depth, c.trunc, c.direct.len())))
+        Ok((
+            a.0,
+            alloc::format!(
+                "pending {pend} depth {} trunc {:?} direct {}",
+                c.depth,
+                c.trunc,
+                c.direct.len()
+            ),
+        ))
     }
 }
 
@@ -1108,6 +1138,10 @@ impl<F: Flash> Fs<F> {
     /// Debug aid: (free blocks, pending blocks, reserve).
     #[doc(hidden)]
     pub fn debug_blocks(&self) -> (u32, u32, u32) {
-        (self.st.free_blocks(), self.st.pending_blocks(), self.st.reserve_blocks())
+        (
+            self.st.free_blocks(),
+            self.st.pending_blocks(),
+            self.st.reserve_blocks(),
+        )
     }
 }

@@ -1,0 +1,480 @@
+//! The consistency checker.
+//!
+//! Walks the whole file system from the root and checks every invariant of the format: each
+//! directory is reached exactly once and its page says who its parent is; each slot's hash
+//! key matches the name it leads to and its directory bit the kind; each file's inode node
+//! names its parent and name, and the inode map agrees (mutual pointers); counts of entries and
+//! subdirectories match the slots; index trees are well formed; data blocks carry the tags of
+//! the file and block that map them (NAND) and their CRCs match; no address is used twice; every
+//! referenced address lies in a block the block table says is in use, and no block holds more
+//! live bytes than it is credited with. It never writes and never panics: a hostile image gives
+//! a report full of errors.
+
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::Fs;
+use crate::dir::PLACEHOLDER;
+use crate::error::{Error, Result};
+use crate::file::{blocks_for, FileNode, Index};
+use crate::flash::{EccStatus, Flash, FlashKind};
+use crate::journal::name_hash;
+use crate::layout::{Addr, LogKind};
+use crate::map::MapEntry;
+use crate::node::{OobTag, OOB_TAG_LEN, TAG_DATA};
+use crate::store::BlockState;
+use crate::types::{Ino, ROOT_INO};
+
+/// Most errors recorded before the checker stops collecting details.
+const MAX_MESSAGES: usize = 200;
+
+/// What the checker found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FsckReport {
+    /// Inconsistencies (the file system is not clean when there is any).
+    pub errors: Vec<String>,
+    /// Harmless oddities (e.g. space counted live that nothing references: reclaimed by GC).
+    pub warnings: Vec<String>,
+    /// Errors beyond the ones recorded.
+    pub more_errors: usize,
+    /// Directories reached.
+    pub dirs: u64,
+    /// Files and symlinks reached.
+    pub files: u64,
+    /// Data blocks referenced.
+    pub data_blocks: u64,
+    /// Bytes of file content (sum of sizes).
+    pub bytes: u64,
+}
+
+impl FsckReport {
+    /// Whether no error was found.
+    pub fn is_clean(&self) -> bool {
+        self.errors.is_empty() && self.more_errors == 0
+    }
+    fn error(&mut self, m: String) {
+        if self.errors.len() < MAX_MESSAGES {
+            self.errors.push(m);
+        } else {
+            self.more_errors += 1;
+        }
+    }
+    fn warn(&mut self, m: String) {
+        if self.warnings.len() < MAX_MESSAGES {
+            self.warnings.push(m);
+        }
+    }
+}
+
+struct Walk {
+    rep: FsckReport,
+    /// Referenced address → (length in bytes, what).
+    used: BTreeMap<u32, (u32, &'static str)>,
+    dirs: BTreeSet<Ino>,
+    files: BTreeSet<Ino>,
+}
+
+impl Walk {
+    fn claim(&mut self, a: Addr, len: u32, what: &'static str, ctx: &str) {
+        if let Some((_, w)) = self.used.insert(a.0, (len, what)) {
+            self.rep
+                .error(format!("{ctx}: {what} at {a:?} is also used as {w}"));
+        }
+    }
+}
+
+fn path_of(parent_path: &str, name: &[u8]) -> String {
+    let n = String::from_utf8_lossy(name);
+    if parent_path == "/" {
+        format!("/{n}")
+    } else {
+        format!("{parent_path}/{n}")
+    }
+}
+
+impl<F: Flash> Fs<F> {
+    /// Checks the whole file system (committed state; open files' uncommitted changes are not
+    /// looked at). Reads everything, writes nothing.
+    pub fn fsck(&mut self) -> Result<FsckReport> {
+        self.guard(|fs| fs.fsck_inner())
+    }
+
+    fn fsck_inner(&mut self) -> Result<FsckReport> {
+        let p = self.st.p;
+        let mut w = Walk {
+            rep: FsckReport::default(),
+            used: BTreeMap::new(),
+            dirs: BTreeSet::new(),
+            files: BTreeSet::new(),
+        };
+        // Directories, breadth first.
+        let mut queue: VecDeque<(Ino, Ino, String, Vec<u8>)> = VecDeque::new();
+        queue.push_back((ROOT_INO, ROOT_INO, String::from("/"), Vec::new()));
+        while let Some((d, parent, path, name)) = queue.pop_front() {
+            if !w.dirs.insert(d) {
+                w.rep
+                    .error(format!("{path}: directory {d} is reached more than once"));
+                continue;
+            }
+            w.rep.dirs += 1;
+            let (r_parent, r_name, entries, subdirs) =
+                match self.dirs.root(&mut self.st, &mut self.map, d) {
+                    Ok(r) => (r.parent, r.name.clone(), r.entries, r.subdirs),
+                    Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                    Err(e) => {
+                        w.rep
+                            .error(format!("{path}: directory page unreadable ({e})"));
+                        continue;
+                    }
+                };
+            if r_parent != parent {
+                w.rep.error(format!(
+                    "{path}: directory says its parent is {r_parent}, reached from {parent}"
+                ));
+            }
+            if d != ROOT_INO && r_name != name {
+                w.rep.error(format!(
+                    "{path}: directory page names it {:?}",
+                    String::from_utf8_lossy(&r_name)
+                ));
+            }
+            match self.dirs.live_page_addrs(&mut self.st, &mut self.map, d) {
+                Ok(pages) => {
+                    for a in pages {
+                        w.claim(a, p.dir_page, "directory page", &path);
+                    }
+                }
+                Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                Err(e) => w
+                    .rep
+                    .error(format!("{path}: bucket pages unreadable ({e})")),
+            }
+            let slots = match self.dirs.all_slots(&mut self.st, &mut self.map, d) {
+                Ok(s) => s,
+                Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                Err(e) => {
+                    w.rep.error(format!("{path}: entries unreadable ({e})"));
+                    continue;
+                }
+            };
+            if slots.len() as u32 != entries {
+                w.rep.error(format!(
+                    "{path}: {} entries, directory page counts {entries}",
+                    slots.len()
+                ));
+            }
+            let ndirs = slots.iter().filter(|s| s.is_dir()).count() as u32;
+            if ndirs != subdirs {
+                w.rep.error(format!(
+                    "{path}: {ndirs} subdirectories, directory page counts {subdirs}"
+                ));
+            }
+            let mut names: BTreeSet<Vec<u8>> = BTreeSet::new();
+            for s in slots {
+                if s.is_dir() {
+                    let child = s.ptr;
+                    match self.map.get(&mut self.st, child)? {
+                        MapEntry::Dir(_) => {}
+                        other => {
+                            w.rep.error(format!("{path}: slot for directory {child} but the inode map says {other:?}"));
+                            continue;
+                        }
+                    }
+                    let cname = match self.dirs.root(&mut self.st, &mut self.map, child) {
+                        Ok(r) => r.name.clone(),
+                        Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                        Err(e) => {
+                            w.rep
+                                .error(format!("{path}: subdirectory {child} unreadable ({e})"));
+                            continue;
+                        }
+                    };
+                    let cpath = path_of(&path, &cname);
+                    if name_hash(&cname) != s.hash() {
+                        w.rep
+                            .error(format!("{cpath}: slot hash does not match the name"));
+                    }
+                    if !names.insert(cname.clone()) {
+                        w.rep.error(format!("{cpath}: name appears twice"));
+                    }
+                    queue.push_back((child, d, cpath, cname));
+                    continue;
+                }
+                // A file.
+                let node: FileNode = if s.is_placeholder() {
+                    let ino = s.ptr & !PLACEHOLDER;
+                    match self.files.get(&ino) {
+                        Some(c) => c.node.clone(),
+                        None => {
+                            w.rep.error(format!(
+                                "{path}: placeholder for inode {ino} with no inode in RAM"
+                            ));
+                            continue;
+                        }
+                    }
+                } else {
+                    let a = Addr(s.ptr);
+                    match self.read_inode(a, 0) {
+                        Ok(n) => {
+                            w.claim(a, n.node_len, "inode node", &path);
+                            n
+                        }
+                        Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                        Err(e) => {
+                            w.rep
+                                .error(format!("{path}: inode node at {a:?} unreadable ({e})"));
+                            continue;
+                        }
+                    }
+                };
+                let fpath = path_of(&path, &node.name);
+                if !names.insert(node.name.clone()) {
+                    w.rep.error(format!("{fpath}: name appears twice"));
+                }
+                if name_hash(&node.name) != s.hash() {
+                    w.rep
+                        .error(format!("{fpath}: slot hash does not match the name"));
+                }
+                if node.parent != d {
+                    w.rep
+                        .error(format!("{fpath}: inode says its parent is {}", node.parent));
+                }
+                if node.attrs.is_dir() {
+                    w.rep
+                        .error(format!("{fpath}: a file slot leads to a directory inode"));
+                }
+                let want = MapEntry::File {
+                    parent: d,
+                    hash: s.hash() & 0x3FFF_FFFF,
+                };
+                match self.map.get(&mut self.st, node.ino)? {
+                    e if e == want => {}
+                    e => w
+                        .rep
+                        .error(format!("{fpath}: inode map entry of {} is {e:?}", node.ino)),
+                }
+                if !w.files.insert(node.ino) {
+                    w.rep
+                        .error(format!("{fpath}: inode {} is named twice", node.ino));
+                }
+                w.rep.files += 1;
+                self.fsck_content(&mut w, &node, &fpath)?;
+            }
+        }
+        // Every inode map entry must have been reached.
+        let high = self.map.high;
+        let orphans: BTreeSet<Ino> = self
+            .inos
+            .iter()
+            .filter(|(_, o)| o.orphan.is_some())
+            .map(|(i, _)| *i)
+            .collect();
+        for ino in 1..high {
+            match self.map.get(&mut self.st, ino) {
+                Ok(MapEntry::Free) => {}
+                Ok(MapEntry::Dir(_)) if !w.dirs.contains(&ino) => w
+                    .rep
+                    .error(format!("directory inode {ino} is not reachable")),
+                Ok(MapEntry::File { .. }) if !w.files.contains(&ino) => {
+                    w.rep.error(format!("file inode {ino} is not reachable"))
+                }
+                Ok(MapEntry::Orphan) if !orphans.contains(&ino) => w
+                    .rep
+                    .warn(format!("inode {ino} is an orphan with no open handle")),
+                Ok(_) => {}
+                Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                Err(e) => {
+                    w.rep
+                        .error(format!("inode map unreadable at inode {ino} ({e})"));
+                    break;
+                }
+            }
+        }
+        if self.nfiles as u64 != w.rep.files + orphans.len() as u64 {
+            w.rep.warn(format!(
+                "file count {} but {} files reached",
+                self.nfiles, w.rep.files
+            ));
+        }
+        if self.ndirs as u64 != w.rep.dirs {
+            w.rep.warn(format!(
+                "directory count {} but {} directories reached",
+                self.ndirs, w.rep.dirs
+            ));
+        }
+        // Inode map pages.
+        let mut map_pages = Vec::new();
+        if let Err(e) = self
+            .map
+            .walk_pages(&mut self.st, &mut |a, _, _| map_pages.push(a))
+        {
+            if e == Error::PowerLoss {
+                return Err(e);
+            }
+            w.rep.error(format!("inode map pages unreadable ({e})"));
+        }
+        for a in map_pages {
+            w.claim(a, p.map_page, "inode map page", "inode map");
+        }
+        self.fsck_blocks(&mut w);
+        Ok(w.rep)
+    }
+
+    /// Index tree, data tags and sizes of one file.
+    fn fsck_content(&mut self, w: &mut Walk, node: &FileNode, path: &str) -> Result<()> {
+        let p = self.st.p;
+        w.rep.bytes += node.size;
+        if let Some(d) = &node.content.inline {
+            if d.len() as u64 != node.size {
+                w.rep.error(format!(
+                    "{path}: inline content of {} bytes, size {}",
+                    d.len(),
+                    node.size
+                ));
+            }
+            return Ok(());
+        }
+        let stride = Index::<F>::stride(&p);
+        let mut blocks: Vec<(u32, Addr)> = Vec::new();
+        let mut nodes: Vec<Addr> = Vec::new();
+        let walked = {
+            let mut ix = Index {
+                st: &mut self.st,
+                cache: &mut self.icache,
+                ino: node.ino,
+            };
+            let c = &node.content;
+            ix.walk(
+                c,
+                &mut |b, a| {
+                    if c.pending.get(b, stride).is_none() && c.trunc.is_none_or(|t| b < t) {
+                        blocks.push((b, a))
+                    }
+                },
+                &mut |a, _, _| nodes.push(a),
+            )
+        };
+        match walked {
+            Ok(()) => {}
+            Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+            Err(e) => w.rep.error(format!("{path}: index unreadable ({e})")),
+        }
+        blocks.extend(
+            node.content
+                .pending
+                .iter_blocks(stride)
+                .filter(|(_, a)| a.is_some()),
+        );
+        for a in nodes {
+            w.claim(a, p.align(p.index_node), "index node", path);
+        }
+        let nb = blocks_for(node.size, p.data_block);
+        for (b, a) in blocks {
+            w.rep.data_blocks += 1;
+            if b as u64 >= nb {
+                w.rep.warn(format!(
+                    "{path}: block {b} mapped beyond the size {}",
+                    node.size
+                ));
+            }
+            if !p.addr_valid(a) {
+                w.rep.error(format!(
+                    "{path}: block {b} at an address outside the device ({a:?})"
+                ));
+                continue;
+            }
+            w.claim(a, p.data_block, "data block", path);
+            if p.geometry.kind == FlashKind::Nand {
+                let g = p.geometry;
+                if p.byte_of(a) % g.page_size as u64 != 0 {
+                    w.rep
+                        .error(format!("{path}: block {b} at {a:?} is not page aligned"));
+                    continue;
+                }
+                let page = (p.byte_of(a) / g.page_size as u64) as u32;
+                let mut data = vec![0u8; g.page_size as usize];
+                let mut oob = [0xFFu8; OOB_TAG_LEN];
+                let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
+                match self.st.read_page(page, &mut data, &mut oob[..n]) {
+                    Ok(EccStatus::Uncorrectable) => w
+                        .rep
+                        .error(format!("{path}: block {b} at {a:?} is uncorrectable")),
+                    Ok(_) => match OobTag::decode(&oob) {
+                        Ok(Some(t)) if t.kind == TAG_DATA && t.ino == node.ino && t.block == b => {
+                            if t.data_crc != crate::codec::crc32c(&data) {
+                                w.rep
+                                    .error(format!("{path}: block {b} at {a:?} fails its CRC"));
+                            }
+                        }
+                        Ok(t) => w
+                            .rep
+                            .error(format!("{path}: block {b} at {a:?} is tagged {t:?}")),
+                        Err(_) => w
+                            .rep
+                            .error(format!("{path}: block {b} at {a:?} has a corrupt tag")),
+                    },
+                    Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                    Err(e) => w
+                        .rep
+                        .error(format!("{path}: block {b} at {a:?} unreadable ({e})")),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Block states and live-byte accounting against what the walk found referenced.
+    fn fsck_blocks(&mut self, w: &mut Walk) {
+        let p = self.st.p;
+        let nblocks = p.geometry.blocks as usize;
+        let mut live = vec![0u64; nblocks];
+        let used: Vec<(u32, (u32, &'static str))> = w.used.iter().map(|(a, v)| (*a, *v)).collect();
+        let mut prev_end = 0u64;
+        for (a, (len, what)) in used {
+            let a = Addr(a);
+            let start = p.byte_of(a);
+            if start < prev_end {
+                w.rep.error(format!(
+                    "{what} at {a:?} overlaps the previous referenced item"
+                ));
+            }
+            prev_end = start + len as u64;
+            let b = p.block_of(a) as usize;
+            if b >= nblocks {
+                continue;
+            }
+            live[b] += len as u64;
+            let e = self.st.blocks[b];
+            match e.state() {
+                BlockState::Used | BlockState::Head => {}
+                s => w
+                    .rep
+                    .error(format!("{what} at {a:?} lies in block {b}, which is {s:?}")),
+            }
+        }
+        for (b, &l) in live.iter().enumerate() {
+            let e = self.st.blocks[b];
+            if e.kind() == LogKind::Journal
+                || !matches!(e.state(), BlockState::Used | BlockState::Head)
+            {
+                continue;
+            }
+            if l > e.live as u64 {
+                w.rep.error(format!(
+                    "block {b} holds {l} live bytes but is credited with {}",
+                    e.live
+                ));
+            } else if (e.live as u64) > l + p.dir_page as u64
+                && self.inos.values().all(|o| o.overlay.is_none())
+            {
+                w.rep.warn(format!(
+                    "block {b} is credited with {} live bytes, {l} found (reclaimable)",
+                    e.live
+                ));
+            }
+        }
+    }
+}
