@@ -1,0 +1,1 @@
+//! The synthetic root file system tree (being written).
