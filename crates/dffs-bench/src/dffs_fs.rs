@@ -121,9 +121,11 @@ impl Driver for DffsDriver {
                 sim: sim.clone(),
                 dirs: HashMap::new(),
                 peak: ram,
+                session_peak: ram,
             };
+            s.session_peak = ram;
             let r = f(&mut s);
-            let peak = s.peak.max(s.fs.ram_bytes());
+            let peak = s.session_peak.max(s.peak).max(s.fs.ram_bytes());
             let mut unmount = Default::default();
             match (&r, end) {
                 (Ok(()), End::Unmount) => {
@@ -148,7 +150,10 @@ struct DffsSession {
     fs: Fs<SharedSim>,
     sim: SharedSim,
     dirs: HashMap<String, Ino>,
+    /// Peak since the last `take_peak_ram`.
     peak: usize,
+    /// Peak over the whole session.
+    session_peak: usize,
 }
 
 impl DffsSession {
@@ -157,7 +162,9 @@ impl DffsSession {
     }
 
     fn note_ram(&mut self) {
-        self.peak = self.peak.max(self.fs.ram_bytes());
+        let r = self.fs.ram_bytes();
+        self.peak = self.peak.max(r);
+        self.session_peak = self.session_peak.max(r);
     }
 
     /// The inode of directory `path` (remembered once resolved).
@@ -331,9 +338,15 @@ impl Session for DffsSession {
     }
 
     fn ram_bytes(&mut self) -> usize {
-        let r = self.fs.ram_bytes();
-        self.peak = self.peak.max(r);
-        r
+        self.note_ram();
+        self.fs.ram_bytes()
+    }
+
+    fn take_peak_ram(&mut self) -> usize {
+        let now = self.fs.ram_bytes();
+        let peak = self.peak.max(now);
+        self.peak = now;
+        peak
     }
 
     fn used_bytes(&mut self) -> FsResult<u64> {

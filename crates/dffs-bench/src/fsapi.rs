@@ -39,6 +39,20 @@ impl fmt::Display for FsError {
     }
 }
 
+impl FsError {
+    /// The same error, saying which path it concerns (space and power errors stay as they are,
+    /// so callers can still tell them apart).
+    pub fn at(self, path: &str) -> FsError {
+        match self {
+            FsError::WrongData(w) if !w.starts_with(path) => {
+                FsError::WrongData(format!("{path}: {w}"))
+            }
+            FsError::Other(w) => FsError::Other(format!("{path}: {w}")),
+            e => e,
+        }
+    }
+}
+
 /// Result of a file-system operation.
 pub type FsResult<T> = Result<T, FsError>;
 
@@ -131,6 +145,9 @@ pub trait Session {
     fn sync(&mut self) -> FsResult<()>;
     /// RAM the file system holds right now (its own accounting; open files included).
     fn ram_bytes(&mut self) -> usize;
+    /// The most RAM held since the last call (sampled after each operation, with the file of
+    /// `with_file` still open); the peak starts again from what is held now.
+    fn take_peak_ram(&mut self) -> usize;
     /// Bytes in use as `df` reports them (capacity minus what is still available).
     fn used_bytes(&mut self) -> FsResult<u64>;
     /// Bytes the file system can hold in all (as `df` reports its size).
@@ -235,6 +252,7 @@ pub fn write_file(
         }
         Ok(())
     })
+    .map_err(|e| e.at(path))
 }
 
 /// Reads a whole file in pieces of `io` bytes and checks it against `content` and `len`.
@@ -269,6 +287,7 @@ pub fn verify_file(
         }
         Ok(())
     })
+    .map_err(|e| e.at(path))
 }
 
 #[cfg(test)]

@@ -306,9 +306,10 @@ impl<S: SimStorage> Driver for LfsDriver<S> {
                 sim: sim.clone(),
                 base,
                 peak: base,
+                session_peak: base,
             };
             let r = f(&mut s);
-            let peak = s.peak;
+            let peak = s.session_peak;
             r?;
             Ok(MountReport {
                 mount,
@@ -324,7 +325,10 @@ struct LfsSession<'f, 'a, S: SimStorage> {
     fs: &'f Filesystem<'a, S>,
     sim: SharedSim,
     base: usize,
+    /// Peak since the last `take_peak_ram`.
     peak: usize,
+    /// Peak over the whole session.
+    session_peak: usize,
 }
 
 impl<S: SimStorage> LfsSession<'_, '_, S> {
@@ -406,6 +410,7 @@ impl<S: SimStorage> Session for LfsSession<'_, '_, S> {
             .create(mode.create)
             .truncate(mode.truncate);
         self.peak = self.peak.max(self.base + file_ram::<S>());
+        self.session_peak = self.session_peak.max(self.peak);
         let mut inner: FsResult<()> = Ok(());
         let sim = self.sim.clone();
         let r = opts.open_and_then(self.fs, &p, |file| {
@@ -466,6 +471,10 @@ impl<S: SimStorage> Session for LfsSession<'_, '_, S> {
 
     fn ram_bytes(&mut self) -> usize {
         self.base
+    }
+
+    fn take_peak_ram(&mut self) -> usize {
+        std::mem::replace(&mut self.peak, self.base)
     }
 
     fn used_bytes(&mut self) -> FsResult<u64> {
