@@ -663,7 +663,25 @@ impl<F: Flash> Store<F> {
                         Probe::Erased | Probe::Garbage => break,
                     }
                 }
-                (pos.div_ceil(ps) + 1) * ps
+                // A node cut half way may have programmed pages beyond where valid nodes end:
+                // continue after the last byte that is not erased.
+                let mut end = pos;
+                let mut chunk = vec![0u8; 4096];
+                let mut at = pos;
+                while at < bs {
+                    let n = (bs - at).min(chunk.len() as u32) as usize;
+                    match self.read(b as u64 * bs as u64 + at as u64, &mut chunk[..n]) {
+                        Ok(()) => {
+                            if let Some(i) = chunk[..n].iter().rposition(|&x| x != 0xFF) {
+                                end = at + i as u32 + 1;
+                            }
+                        }
+                        Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                        Err(_) => end = at + n as u32,
+                    }
+                    at += n as u32;
+                }
+                (end.div_ceil(ps) + 1) * ps
             }
         };
         #[cfg(feature = "std")]
@@ -706,9 +724,26 @@ impl<F: Flash> Store<F> {
     }
 
     /// Writes (and makes durable) the session record if this is the session's first program.
-    fn mark_session(&mut self) -> Result<()> {
+    ///
+    /// The marker goes one page (NOR: one program page) after the journal position the
+    /// checkpoint recorded, leaving that page unused: if power is cut while the marker itself
+    /// is programmed, the half-programmed page may read as erased, and nothing is ever
+    /// programmed there again (mount looks for the marker in both places).
+    pub fn mark_session(&mut self) -> Result<()> {
         if self.session_needed && !self.replaying {
             self.session_needed = false;
+            let h = self.head_index(LogKind::Journal);
+            if self.heads[h].is_open() {
+                let g = self.p.geometry;
+                let ps = g.page_size;
+                let skip = (self.heads[h].off.div_ceil(ps) + 1) * ps;
+                self.heads[h].buf = Vec::new();
+                if skip >= g.block_size() {
+                    self.close_head(h)?;
+                } else {
+                    self.heads[h].off = skip;
+                }
+            }
             let nb = NodeBuilder::new(NodeType::JSession, 0, 0, NODE_HEADER as usize);
             self.write_node(LogKind::Journal, nb, Priority::Reserve)?;
             self.flush(LogKind::Journal)?;
@@ -850,8 +885,10 @@ impl<F: Flash> Store<F> {
         let end = fill.div_ceil(g.program_unit) * g.program_unit;
         self.program_buffered(h, end)?;
         let hd = &mut self.heads[h];
-        let nop_left = g.nop == 0 || hd.buf_nops < g.nop;
-        if end >= g.page_size || !nop_left {
+        // A page that holds durable data is never programmed again: a program cut by power
+        // loss can disturb the whole page, not only the bytes it was writing. The rest of the
+        // page stays unused.
+        if g.kind == FlashKind::Nand || end >= g.page_size {
             hd.off = hd.buf_page + g.page_size;
             hd.buf = Vec::new();
             if hd.off >= g.block_size() {

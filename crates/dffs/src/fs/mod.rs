@@ -228,6 +228,9 @@ pub struct Fs<F: Flash> {
     pub(crate) bt_pages: Vec<Addr>,
     pub(crate) tick: u64,
     pub(crate) replaying: bool,
+    /// The last journal scan ended on bytes that were programmed but are not a valid record
+    /// (a program cut by power loss).
+    pub(crate) journal_garbage: bool,
 }
 
 /// Default directory permissions of the root.
@@ -345,6 +348,7 @@ impl<F: Flash> Fs<F> {
             bt_pages: Vec::new(),
             tick: 0,
             replaying: false,
+            journal_garbage: false,
             st,
         }
     }
@@ -531,7 +535,7 @@ impl<F: Flash> Fs<F> {
         })?;
         self.st.seq = self.st.seq.max(last + 1);
         if !any {
-            return Ok(false);
+            return Ok(self.journal_garbage);
         }
         self.next_tid = self.next_tid.max(max_tid + 1);
         committed.sort_unstable();
@@ -582,6 +586,21 @@ impl<F: Flash> Fs<F> {
                 cp.cp_number
             );
         }
+        self.journal_garbage = false;
+        if cp.flags & CP_CLEAN != 0 {
+            // After a clean checkpoint the next session's marker is one page later, and the
+            // page at the recorded position stays unused: anything there is a cut program.
+            let ps = g.page_size;
+            let skip = ((pos.div_ceil(ps) + 1) * ps).min(bs);
+            if !self.erased_between(block, pos, skip)? {
+                self.journal_garbage = true;
+                #[cfg(feature = "std")]
+                if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                    std::eprintln!("journal garbage at line 596, block {block} pos {pos}");
+                }
+            }
+            pos = skip;
+        }
         loop {
             let mut first_in_block = pos == 0;
             // Records of this block.
@@ -596,7 +615,14 @@ impl<F: Flash> Fs<F> {
                 let base = block as u64 * bs as u64 + pos as u64;
                 let head = match rd.read(&mut self.st, base, room.min(NODE_HEADER)) {
                     Ok(h) => h,
-                    Err(Error::Io) | Err(Error::Corrupt) => return Ok(last_seq),
+                    Err(Error::Io) | Err(Error::Corrupt) => {
+                        self.journal_garbage = true;
+                        #[cfg(feature = "std")]
+                        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                            std::eprintln!("journal garbage at line 615, block {block} pos {pos}");
+                        }
+                        return Ok(last_seq);
+                    }
                     Err(e) => return Err(e),
                 };
                 #[cfg(feature = "std")]
@@ -605,6 +631,23 @@ impl<F: Flash> Fs<F> {
                 }
                 match node::probe(head, room) {
                     Probe::Erased => {
+                        // Erased means the whole rest of the program unit is: a cut program
+                        // may leave its first bytes erased and later ones programmed.
+                        let unit_end = ((pos / g.page_size + 1) * g.page_size).min(bs);
+                        let check_end = match g.kind {
+                            FlashKind::Nand => unit_end,
+                            FlashKind::Nor => (unit_end + g.page_size).min(bs),
+                        };
+                        if !self.erased_between(block, pos, check_end)? {
+                            self.journal_garbage = true;
+                            #[cfg(feature = "std")]
+                            if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                                std::eprintln!(
+                                    "journal garbage at line 634, block {block} pos {pos}"
+                                );
+                            }
+                            return Ok(last_seq);
+                        }
                         if g.kind == FlashKind::Nand && pos % g.page_size != 0 {
                             pos += room;
                             continue;
@@ -615,20 +658,57 @@ impl<F: Flash> Fs<F> {
                         pos += unit;
                         continue;
                     }
-                    Probe::Garbage => return Ok(last_seq),
+                    Probe::Garbage => {
+                        self.journal_garbage = true;
+                        #[cfg(feature = "std")]
+                        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                            std::eprintln!("journal garbage at line 648, block {block} pos {pos}");
+                        }
+                        return Ok(last_seq);
+                    }
                     Probe::Header(h) => {
                         let bytes = match rd.read(&mut self.st, base, h.len) {
                             Ok(b) => b,
-                            Err(Error::Io) | Err(Error::Corrupt) => return Ok(last_seq),
+                            Err(Error::Io) | Err(Error::Corrupt) => {
+                                self.journal_garbage = true;
+                                #[cfg(feature = "std")]
+                                if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                                    std::eprintln!(
+                                        "journal garbage at line 655, block {block} pos {pos}"
+                                    );
+                                }
+                                return Ok(last_seq);
+                            }
                             Err(e) => return Err(e),
                         };
                         let Ok(body) = node::verify(bytes, &h) else {
+                            self.journal_garbage = true;
+                            #[cfg(feature = "std")]
+                            if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                                std::eprintln!(
+                                    "journal garbage at line 661, block {block} pos {pos}"
+                                );
+                            }
                             return Ok(last_seq);
                         };
                         if !h.typ.is_journal() || h.seq <= last_seq {
+                            self.journal_garbage = true;
+                            #[cfg(feature = "std")]
+                            if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                                std::eprintln!(
+                                    "journal garbage at line 665, block {block} pos {pos}"
+                                );
+                            }
                             return Ok(last_seq);
                         }
                         let Ok(rec) = Record::decode(&h, body) else {
+                            self.journal_garbage = true;
+                            #[cfg(feature = "std")]
+                            if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                                std::eprintln!(
+                                    "journal garbage at line 669, block {block} pos {pos}"
+                                );
+                            }
                             return Ok(last_seq);
                         };
                         last_seq = h.seq;
@@ -658,8 +738,18 @@ impl<F: Flash> Fs<F> {
                 Err(Error::Io) | Err(Error::Corrupt) => return Ok(last_seq),
                 Err(e) => return Err(e),
             };
-            let Probe::Header(h) = node::probe(head, bs) else {
-                return Ok(last_seq);
+            let h = match node::probe(head, bs) {
+                Probe::Header(h) => h,
+                Probe::Erased => return Ok(last_seq),
+                _ => {
+                    // A half-written link: the journal was moving into this block.
+                    self.journal_garbage = true;
+                    #[cfg(feature = "std")]
+                    if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                        std::eprintln!("journal garbage at line 704, block {block} pos {pos}");
+                    }
+                    return Ok(last_seq);
+                }
             };
             if h.typ != NodeType::JLink || h.seq <= last_seq {
                 return Ok(last_seq);
@@ -670,6 +760,11 @@ impl<F: Flash> Fs<F> {
                 Err(e) => return Err(e),
             };
             let Ok(body) = node::verify(bytes, &h) else {
+                self.journal_garbage = true;
+                #[cfg(feature = "std")]
+                if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                    std::eprintln!("journal garbage at line 717, block {block} pos {pos}");
+                }
                 return Ok(last_seq);
             };
             match Record::decode(&h, body) {
@@ -688,6 +783,36 @@ impl<F: Flash> Fs<F> {
                 _ => return Ok(last_seq),
             }
         }
+    }
+
+    /// Whether bytes `[from, to)` of logical block `block` all read as erased.
+    fn erased_between(&mut self, block: u32, from: u32, to: u32) -> Result<bool> {
+        let bs = self.st.p.geometry.block_size() as u64;
+        let mut buf = vec![0u8; 1024];
+        let mut at = from;
+        while at < to {
+            let n = ((to - at) as usize).min(buf.len());
+            match self.st.read(block as u64 * bs + at as u64, &mut buf[..n]) {
+                Ok(()) => {
+                    if let Some(i) = buf[..n].iter().position(|&b| b != 0xFF) {
+                        #[cfg(feature = "std")]
+                        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
+                            std::eprintln!(
+                                "not erased at block {block} offset {}: {:02x?}",
+                                at as usize + i,
+                                &buf[i..(i + 32).min(n)]
+                            );
+                        }
+                        let _ = i;
+                        return Ok(false);
+                    }
+                }
+                Err(Error::Io) | Err(Error::Corrupt) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+            at += n as u32;
+        }
+        Ok(true)
     }
 
     /// Applies a bad-block swap found in the journal.
@@ -811,6 +936,9 @@ impl<F: Flash> Fs<F> {
     }
 
     pub(crate) fn checkpoint_inner(&mut self, clean: bool) -> Result<()> {
+        // A checkpoint is a program of this session: the session marker goes first, before
+        // the journal position is recorded.
+        self.st.mark_session()?;
         #[cfg(debug_assertions)]
         if let Err(e) = self.debug_check_blocks() {
             panic!("at checkpoint start: {e}");
@@ -1001,16 +1129,29 @@ impl<F: Flash> Fs<F> {
     // ----- unmount ----------------------------------------------------------------------
 
     /// Commits open files, writes a clean checkpoint and gives the device back.
-    pub fn unmount(mut self) -> Result<F> {
+    pub fn unmount(self) -> Result<F> {
+        self.try_unmount().map_err(|(e, _)| e)
+    }
+
+    /// Like [`Fs::unmount`], but gives the device back with the error when unmounting fails
+    /// (e.g. on power loss), so the caller can power it up and mount again.
+    pub fn try_unmount(mut self) -> core::result::Result<F, (Error, F)> {
         if self.broken.is_none() && !self.cfg.read_only {
-            self.guard(|fs| {
+            let r = self.guard(|fs| {
                 if fs.tx.is_some() {
                     fs.abort()?;
                 }
                 fs.sync()?;
+                // Nothing was programmed since a clean mount: its checkpoint still holds.
+                if fs.st.session_needed && fs.inos.values().all(|o| o.overlay.is_none()) {
+                    return Ok(());
+                }
                 fs.writable()?;
                 fs.checkpoint_inner(true)
-            })?;
+            });
+            if let Err(e) = r {
+                return Err((e, self.st.m.flash));
+            }
         }
         Ok(self.st.m.flash)
     }

@@ -1,0 +1,97 @@
+//! Cut the power at every program and erase of short workloads, on NAND and on NOR, and check
+//! the guarantees after each cut (mount, fsck, synced data, all-or-nothing commits and
+//! transactions). Longer campaigns: `dffs torture` (see the README).
+
+use dffs::Config;
+use dffs_sim::preset::preset;
+use dffs_torture::{run, Options, Workload};
+
+fn check(name: &str, blocks: u32, workload: Workload, steps: usize, seed: u64) {
+    let opts = Options {
+        preset: preset(name).unwrap().with_blocks(blocks).unwrap(),
+        workload,
+        steps,
+        seed,
+        cuts: 0,
+        config: Config::smallest(),
+    };
+    let rep = run(&opts, &mut |_, _| {});
+    for f in rep.failures.iter().take(5) {
+        eprintln!(
+            "{name} {} seed {} cut {}: {}",
+            f.workload, f.seed, f.cut, f.message
+        );
+    }
+    assert!(
+        rep.failures.is_empty(),
+        "{} failures out of {} cuts",
+        rep.failures.len(),
+        rep.cuts
+    );
+    assert!(
+        rep.workload_ops > 20,
+        "workload too small: {} ops",
+        rep.workload_ops
+    );
+    assert_eq!(
+        rep.cuts, rep.workload_ops,
+        "every program and erase was a cut point"
+    );
+    eprintln!(
+        "{name} {}: {} cuts, {} commits, {} ENOSPC",
+        workload.name(),
+        rep.cuts,
+        rep.commits,
+        rep.nospace
+    );
+}
+
+#[test]
+fn every_cut_nand_mixed() {
+    check("nand-slc-128m", 24, Workload::Mixed, 40, 7);
+}
+
+#[test]
+fn every_cut_nor_mixed() {
+    check("nor-qspi-16m", 24, Workload::Mixed, 30, 8);
+}
+
+#[test]
+fn every_cut_nand_log_seed002() {
+    check("nand-slc-128m", 24, Workload::Log, 30, 9);
+}
+
+#[test]
+fn every_cut_mlc_churn() {
+    check("nand-mlc-1g", 16, Workload::Churn, 30, 10);
+}
+
+#[test]
+#[ignore = "debug helper: DFFS_CUT=n DFFS_WL=log cargo test -p dffs-torture one_cut -- --ignored"]
+fn one_cut() {
+    let cut: u64 = std::env::var("DFFS_CUT").unwrap().parse().unwrap();
+    let wl = Workload::from_name(&std::env::var("DFFS_WL").unwrap_or("mixed".into())).unwrap();
+    let name = std::env::var("DFFS_PRESET").unwrap_or("nand-slc-128m".into());
+    let blocks: u32 = std::env::var("DFFS_BLOCKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
+    let steps: usize = std::env::var("DFFS_STEPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    let seed: u64 = std::env::var("DFFS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    let opts = Options {
+        preset: preset(&name).unwrap().with_blocks(blocks).unwrap(),
+        workload: wl,
+        steps,
+        seed,
+        cuts: 0,
+        config: Config::smallest(),
+    };
+    let r = dffs_torture::run_one(&opts, cut);
+    eprintln!("result: {r:?}");
+}
