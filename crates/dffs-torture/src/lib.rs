@@ -132,7 +132,7 @@ impl Rng {
         Rng(seed ^ 0x5DEE_CE66_D1CE_5EED)
     }
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -141,7 +141,7 @@ impl Rng {
     }
     /// A number in `0..n`.
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
     fn pick(&mut self, v: &[String]) -> Option<String> {
         if v.is_empty() {
@@ -156,7 +156,7 @@ fn bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut r = Rng::new(seed);
     let mut v = Vec::with_capacity(len);
     while v.len() < len {
-        v.extend_from_slice(&r.next().to_le_bytes());
+        v.extend_from_slice(&r.next_u64().to_le_bytes());
     }
     v.truncate(len);
     v
@@ -498,7 +498,7 @@ impl Exec {
             1 => 1 + self.rng.below(5000),
             _ => 1 + self.rng.below(self.max_file / 2),
         } as usize;
-        let data = bytes(self.rng.next(), len);
+        let data = bytes(self.rng.next_u64(), len);
         let chunks = 1 + self.rng.below(3) as usize;
         let osync = self.rng.below(6) == 0;
         let fsync = self.rng.below(3) == 0;
@@ -633,7 +633,7 @@ impl Exec {
                 steps.push(self.fs().unlink(lino, format!("archive.{o}").as_bytes()));
             }
             steps.push(self.fs().create(lino, b"current", 0o644, 0, 0).map(|_| ()));
-            if steps.iter().any(|r| *r == Err(Error::PowerLoss)) {
+            if steps.contains(&Err(Error::PowerLoss)) {
                 self.model = pre;
                 return Err(Stop::PowerLoss(None));
             }
@@ -661,7 +661,7 @@ impl Exec {
                 Err(e) => return Err(Stop::Fatal(format!("commit archive: {e:?}"))),
             }
         }
-        let data = bytes(self.rng.next(), entry);
+        let data = bytes(self.rng.next_u64(), entry);
         let chunks = 3 + self.rng.below(5) as usize;
         self.write("/log/current", cur, &data, chunks, false, true)
     }
@@ -716,7 +716,7 @@ impl Exec {
                         _ => 0,
                     };
                     let len = 1 + self.rng.below(self.max_file / 2) as usize;
-                    let data = bytes(self.rng.next(), len);
+                    let data = bytes(self.rng.next_u64(), len);
                     let fsync = self.rng.below(2) == 0;
                     self.write(&path, cur, &data, 2, false, fsync)
                 }
@@ -740,7 +740,7 @@ enum Outcome {
     /// Completed without a cut; program/erase operations issued.
     Done(u64, u64, u64),
     /// The cut happened; the device and the states recovery may produce.
-    Cut(SimFlash, Vec<Model>),
+    Cut(Box<SimFlash>, Vec<Model>),
 }
 
 fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
@@ -782,7 +782,7 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
                     Some(fs) => fs.into_flash(),
                     None => ex.dev.take().ok_or("device lost")?,
                 };
-                return Ok(Outcome::Cut(dev, cands));
+                return Ok(Outcome::Cut(Box::new(dev), cands));
             }
             Err(Stop::Fatal(m)) => return Err(format!("step {step}: {m}")),
         }
@@ -791,7 +791,7 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
                 // The cut happened inside an operation that swallowed nothing: treat as cut.
                 let cands = ex.cands;
                 let fs = ex.fs.take().expect("mounted");
-                return Ok(Outcome::Cut(fs.into_flash(), cands));
+                return Ok(Outcome::Cut(Box::new(fs.into_flash()), cands));
             }
         }
     }
@@ -899,7 +899,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Report {
     let n = points.len() as u64;
     for (i, &cut) in points.iter().enumerate() {
         let r = match execute(opts, Some(cut)) {
-            Ok(Outcome::Cut(dev, cands)) => verify(opts, dev, &cands),
+            Ok(Outcome::Cut(dev, cands)) => verify(opts, *dev, &cands),
             Ok(Outcome::Done(..)) => Ok(()),
             Err(m) => Err(m),
         };
@@ -921,7 +921,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Report {
 /// failure).
 pub fn run_one(opts: &Options, cut: u64) -> Result<(), String> {
     match execute(opts, Some(cut))? {
-        Outcome::Cut(dev, cands) => verify(opts, dev, &cands),
+        Outcome::Cut(dev, cands) => verify(opts, *dev, &cands),
         Outcome::Done(..) => Ok(()),
     }
 }

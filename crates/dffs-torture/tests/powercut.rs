@@ -95,3 +95,54 @@ fn one_cut() {
     let r = dffs_torture::run_one(&opts, cut);
     eprintln!("result: {r:?}");
 }
+
+#[test]
+#[ignore = "campaign: DFFS_SEEDS=20 DFFS_STEPS=60 cargo test --release -p dffs-torture campaign -- --ignored --nocapture"]
+fn campaign() {
+    let seeds: u64 = std::env::var("DFFS_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let steps: usize = std::env::var("DFFS_STEPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let cuts: u64 = std::env::var("DFFS_CUTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let mut total = 0;
+    let mut failures = 0;
+    for (name, blocks) in [
+        ("nand-slc-128m", 24u32),
+        ("nor-qspi-16m", 24),
+        ("nand-mlc-1g", 16),
+    ] {
+        for wl in Workload::ALL {
+            for seed in 0..seeds {
+                let opts = Options {
+                    preset: preset(name).unwrap().with_blocks(blocks).unwrap(),
+                    workload: wl,
+                    steps,
+                    seed: 100 + seed,
+                    cuts,
+                    config: Config::smallest(),
+                };
+                let rep = run(&opts, &mut |_, _| {});
+                total += rep.cuts;
+                failures += rep.failures.len();
+                for f in rep.failures.iter().take(2) {
+                    eprintln!(
+                        "FAIL {name} {} seed {} cut {}: {}",
+                        f.workload,
+                        f.seed,
+                        f.cut,
+                        f.message.chars().take(300).collect::<String>()
+                    );
+                }
+            }
+        }
+    }
+    eprintln!("campaign: {total} cuts, {failures} failures");
+    assert_eq!(failures, 0);
+}

@@ -340,10 +340,6 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
         }
     }
     let (cp, pos) = best.ok_or(Error::NoFileSystem)?;
-    #[cfg(feature = "std")]
-    if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-        std::eprintln!("newest checkpoint {} at {pos:?}", cp.cp_number);
-    }
     st.p = cp.params;
     st.remaps = cp.remaps.clone();
     Ok((cp, pos))
@@ -368,13 +364,6 @@ pub fn write<F: Flash>(
         None => (0, 0),
     };
     let block = p.anchors[anchor];
-    #[cfg(feature = "std")]
-    if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-        std::eprintln!(
-            "checkpoint {} -> anchor {anchor} (block {block}) slot {slot}",
-            cp.cp_number
-        );
-    }
     if slot == 0 {
         let pb = st.phys(block);
         st.blocks[block as usize].ec = st.blocks[block as usize].ec.saturating_add(1);

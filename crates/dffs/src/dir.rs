@@ -377,6 +377,19 @@ struct Cached {
     item: Item,
 }
 
+/// What a directory page found on flash says it is (for garbage collection).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirPageId {
+    /// DirRoot, DirBucket or DirTable.
+    pub typ: NodeType,
+    /// The directory.
+    pub ino: Ino,
+    /// Bucket number (DirBucket) or table page number (DirTable).
+    pub index: u32,
+    /// Position in the bucket's overflow chain (DirBucket).
+    pub pos: u32,
+}
+
 /// An entry seen by readdir, before the caller resolves its name.
 #[derive(Clone, Copy, Debug)]
 pub struct RawEntry {
@@ -1553,19 +1566,22 @@ impl Dirs {
         Ok(())
     }
 
-    /// For garbage collection: whether the directory page at `a` (read from flash: type,
-    /// owner, bucket and chain position) is live; if so its item is marked dirty so the next
-    /// checkpoint rewrites it elsewhere.
+    /// For garbage collection: whether the directory page at `a` (identified by what its
+    /// header and body say) is live; if so its item is marked dirty so the next checkpoint
+    /// rewrites it elsewhere.
     pub fn relocate<F: Flash>(
         &mut self,
         st: &mut Store<F>,
         map: &mut InodeMap,
-        typ: NodeType,
-        ino: Ino,
-        index: u32,
-        pos: u32,
         a: Addr,
+        id: DirPageId,
     ) -> Result<bool> {
+        let DirPageId {
+            typ,
+            ino,
+            index,
+            pos,
+        } = id;
         match map.get(st, ino)? {
             MapEntry::Dir(_) => {}
             _ => return Ok(false),

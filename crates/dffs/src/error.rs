@@ -119,13 +119,6 @@ impl std::error::Error for Error {}
 
 impl From<FlashError> for Error {
     fn from(e: FlashError) -> Self {
-        #[cfg(feature = "std")]
-        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-            std::eprintln!(
-                "flash error {e:?}\n{}",
-                std::backtrace::Backtrace::force_capture()
-            );
-        }
         match e {
             FlashError::PowerLoss => Error::PowerLoss,
             _ => Error::Io,

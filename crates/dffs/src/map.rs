@@ -14,7 +14,7 @@ use alloc::vec::Vec;
 use crate::codec::Reader;
 use crate::error::{Error, Result};
 use crate::flash::Flash;
-use crate::layout::{Addr, LogKind, NODE_HEADER};
+use crate::layout::{Addr, LogKind, Params, NODE_HEADER};
 use crate::node::{NodeBuilder, NodeType};
 use crate::store::{Priority, Store};
 use crate::types::Ino;
@@ -97,21 +97,17 @@ pub struct InodeMap {
     cache: Vec<MapPage>,
     cache_max: usize,
     tick: u64,
-    /// Root free count (entries free below the root).
-    root_free: u32,
 }
 
 impl InodeMap {
     /// A map over an existing root (from a checkpoint), caching at most `cache_max` pages
     /// (dirty pages may exceed it until written).
     pub fn new(
+        p: &Params,
         root: Addr,
         depth: u8,
         hint: u32,
         high: u32,
-        leaf_n: u32,
-        fanout: u32,
-        page_size: u32,
         cache_max: usize,
     ) -> InodeMap {
         InodeMap {
@@ -119,13 +115,12 @@ impl InodeMap {
             depth,
             hint: hint.max(1),
             high: high.max(2),
-            leaf_n,
-            fanout,
-            page_size,
+            leaf_n: p.map_leaf_entries(),
+            fanout: p.map_fanout(),
+            page_size: p.map_page,
             cache: Vec::new(),
             cache_max: cache_max.max(3),
             tick: 0,
-            root_free: 0,
         }
     }
 
@@ -381,7 +376,6 @@ impl InodeMap {
         if is_free && ino < self.hint {
             self.hint = ino;
         }
-        let _ = self.root_free;
         Ok(())
     }
 

@@ -134,14 +134,7 @@ impl<F: Flash> Medium<F> {
 
     /// Reads `buf.len()` bytes at `pos`; uncorrectable data is an `Io` error.
     pub fn read(&mut self, pos: u64, buf: &mut [u8]) -> Result<()> {
-        let r = self.read_status(pos, buf);
-        #[cfg(feature = "std")]
-        if std::env::var("DFFS_DEBUG_SCAN").is_ok()
-            && !matches!(r, Ok(EccStatus::Clean) | Ok(EccStatus::Corrected(_)))
-        {
-            std::eprintln!("medium read at {pos:#x} len {} -> {r:?}", buf.len());
-        }
-        match r? {
+        match self.read_status(pos, buf)? {
             EccStatus::Uncorrectable => Err(Error::Io),
             _ => Ok(()),
         }

@@ -172,7 +172,7 @@ pub fn verify<'a>(buf: &'a [u8], hdr: &NodeHeader) -> Result<&'a [u8]> {
 }
 
 /// Parses and verifies a complete node at the start of `buf`, expecting type `typ`.
-pub fn parse<'a>(buf: &'a [u8], typ: NodeType) -> Result<(NodeHeader, &'a [u8])> {
+pub fn parse(buf: &[u8], typ: NodeType) -> Result<(NodeHeader, &[u8])> {
     match probe(buf, buf.len() as u32) {
         Probe::Header(h) if h.typ == typ => {
             let body = verify(buf, &h)?;

@@ -127,8 +127,6 @@ pub struct Head {
     buf_page: u32,
     /// Bytes of the buffered page already programmed.
     buf_prog: u32,
-    /// Program operations spent on the buffered page.
-    buf_nops: u32,
 }
 
 impl Head {
@@ -139,7 +137,6 @@ impl Head {
             buf: Vec::new(),
             buf_page: 0,
             buf_prog: 0,
-            buf_nops: 0,
         }
     }
     /// Whether the head has an open block.
@@ -418,18 +415,6 @@ impl<F: Flash> Store<F> {
                 Priority::Reserve => 0,
             };
             if free <= floor {
-                #[cfg(feature = "std")]
-                if std::env::var("DFFS_DEBUG_NOSPACE").is_ok() {
-                    let mut summary = std::collections::BTreeMap::new();
-                    for b in &self.blocks {
-                        let e = summary
-                            .entry(format!("{:?}/{:?}", b.state(), b.kind()))
-                            .or_insert((0u32, 0u64));
-                        e.0 += 1;
-                        e.1 += b.live as u64;
-                    }
-                    std::eprintln!("alloc_block({kind:?}, {prio:?}) refused: free {free} floor {floor}: {summary:?}");
-                }
                 return Err(Error::NoSpace);
             }
             let want_old = kind == LogKind::DataCold;
@@ -466,14 +451,6 @@ impl<F: Flash> Store<F> {
             let e = &mut self.blocks[b as usize];
             e.live = 0;
             e.set(BlockState::Head, kind, age);
-            #[cfg(feature = "std")]
-            if std::env::var("DFFS_DEBUG_BLK")
-                .ok()
-                .and_then(|v| v.parse::<u32>().ok())
-                == Some(b)
-            {
-                std::eprintln!("block {b}: allocated for {kind:?} (seq {})", self.seq);
-            }
             return Ok(b);
         }
     }
@@ -684,10 +661,6 @@ impl<F: Flash> Store<F> {
                 (end.div_ceil(ps) + 1) * ps
             }
         };
-        #[cfg(feature = "std")]
-        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-            std::eprintln!("recover head {h}: block {b} recorded off {off} -> {new_off}");
-        }
         if new_off >= bs {
             if self.blocks[b as usize].state() == BlockState::Head {
                 self.blocks[b as usize].set_state(BlockState::Used);
@@ -807,7 +780,6 @@ impl<F: Flash> Store<F> {
                     head.buf = vec![0u8; g.page_size as usize];
                     head.buf_page = page_off;
                     head.buf_prog = 0;
-                    head.buf_nops = 0;
                 }
                 let o = (off - page_off) as usize;
                 head.buf[o..o + bytes.len()].copy_from_slice(&bytes);
@@ -862,7 +834,6 @@ impl<F: Flash> Store<F> {
         self.program_with_recovery(h, ppos, &data, oob)?;
         let hd = &mut self.heads[h];
         hd.buf_prog = end;
-        hd.buf_nops += 1;
         Ok(())
     }
 
@@ -1068,17 +1039,7 @@ impl<F: Flash> Store<F> {
                     let np = self.phys(logical);
                     ppos = np as u64 * bs + in_block;
                 }
-                Err(e) => {
-                    #[cfg(feature = "std")]
-                    if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                        std::eprintln!(
-                            "program at {ppos:#x} len {} failed: {e:?}\n{}",
-                            data.len(),
-                            std::backtrace::Backtrace::force_capture()
-                        );
-                    }
-                    return Err(Error::Io);
-                }
+                Err(_) => return Err(Error::Io),
             }
         }
         Err(Error::Io)

@@ -266,14 +266,6 @@ impl<F: Flash> Fs<F> {
     }
 
     fn finish_victim(&mut self, victim: u32) {
-        #[cfg(feature = "std")]
-        if std::env::var("DFFS_DEBUG_BLK")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            == Some(victim)
-        {
-            std::eprintln!("block {victim}: collected (seq {})", self.st.seq);
-        }
         let e = &mut self.st.blocks[victim as usize];
         e.live = 0;
         self.st.set_state(victim, BlockState::PendingErase);
@@ -455,10 +447,17 @@ impl<F: Flash> Fs<F> {
                     NodeType::DirTable => (r.u32()?, 0),
                     _ => (0, 0),
                 };
-                match self
-                    .dirs
-                    .relocate(&mut self.st, &mut self.map, h.typ, h.ino, index, pos, a)
-                {
+                match self.dirs.relocate(
+                    &mut self.st,
+                    &mut self.map,
+                    a,
+                    crate::dir::DirPageId {
+                        typ: h.typ,
+                        ino: h.ino,
+                        index,
+                        pos,
+                    },
+                ) {
                     Ok(_) | Err(Error::Corrupt) | Err(Error::NotFound) => {}
                     Err(e) => return Err(e),
                 }
@@ -522,10 +521,6 @@ impl<F: Flash> Fs<F> {
         new: Addr,
     ) -> Result<()> {
         let stride = Index::<F>::stride(&self.st.p);
-        #[cfg(feature = "std")]
-        if std::env::var("DFFS_DEBUG_GC").is_ok() {
-            std::eprintln!("gc: ino {ino} blocks {b}+{count} -> {new:?} committed {committed} overlay {overlay}");
-        }
         if overlay {
             if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
                 ov.extents.insert(b, count, new, stride);
@@ -547,18 +542,6 @@ impl<F: Flash> Fs<F> {
     /// Liveness and relocation of one NAND data page.
     fn gc_data_block(&mut self, ino: Ino, b: u32, a: Addr, data: &[u8]) -> Result<()> {
         let (committed, overlay) = self.data_refs(ino, b, a)?;
-        #[cfg(feature = "std")]
-        if std::env::var("DFFS_DEBUG_INO")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            == Some(ino)
-        {
-            let ov = self
-                .inos
-                .get(&ino)
-                .map(|o| (o.refs, o.overlay.as_ref().map(|v| v.extents.clone())));
-            std::eprintln!("gc sees ino {ino} block {b} at {a:?}: committed {committed} overlay {overlay}; open {ov:?}");
-        }
         if !committed && !overlay {
             return Ok(());
         }

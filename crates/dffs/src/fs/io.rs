@@ -6,7 +6,6 @@
 //! was truncated to) and are invisible to checkpoints until a commit journals them in one
 //! record, so after a power cut a file holds exactly the content of one of its commits.
 
-use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -17,7 +16,7 @@ use crate::flash::{EccStatus, Flash, FlashKind};
 use crate::journal::{max_commit_extents, Record, Tid};
 use crate::layout::{Addr, LogKind};
 use crate::map::MapEntry;
-use crate::node::{NodeBuilder, NodeType, OobTag, OOB_TAG_LEN, TAG_DATA};
+use crate::node::{NodeBuilder, NodeType, OobTag, OOB_TAG_LEN};
 use crate::store::{BlockInfo, BlockState, Priority, DATA_HEADER};
 use crate::types::{ExtentMap, Ino, Time};
 
@@ -391,34 +390,16 @@ impl<F: Flash> Fs<F> {
                 let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
                 let st = self.st.read_page(page, buf, &mut oob[..n])?;
                 if st == EccStatus::Uncorrectable {
-                    #[cfg(feature = "std")]
-                    if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                        std::eprintln!(
-                            "data at {a:?} (block {}) for ino {ino} block {b}: uncorrectable",
-                            p.block_of(a)
-                        );
-                    }
                     return Err(Error::Io);
                 }
                 let tag = match OobTag::decode(&oob) {
                     Ok(Some(t)) => t,
                     other => {
-                        #[cfg(feature = "std")]
-                        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                            std::eprintln!(
-                                "data at {a:?} (block {}) for ino {ino} block {b}: tag {other:?}",
-                                p.block_of(a)
-                            );
-                        }
                         let _ = other;
                         return Err(Error::Io);
                     }
                 };
                 if !Self::tag_matches(&tag, ino, b) || tag.data_crc != crate::codec::crc32c(buf) {
-                    #[cfg(feature = "std")]
-                    if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                        std::eprintln!("data at {a:?} (block {}) for ino {ino} block {b}: tag {tag:?} crc ok {}", p.block_of(a), tag.data_crc == crate::codec::crc32c(buf));
-                    }
                     return Err(Error::Io);
                 }
                 Ok(())
@@ -982,14 +963,6 @@ impl<F: Flash> Fs<F> {
         let ino = *ino;
         let p = self.st.p;
         let stride = Index::<F>::stride(&p);
-        #[cfg(feature = "std")]
-        if std::env::var("DFFS_DEBUG_INO")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            == Some(ino)
-        {
-            std::eprintln!("commit ino {ino} (replay {}): {rec:?}", self.replaying);
-        }
         let orphan = self
             .inos
             .get(&ino)
@@ -1081,18 +1054,6 @@ impl<F: Flash> Fs<F> {
                         self.st.add_live(a, p.data_block);
                         let blk = p.block_of(a) as usize;
                         let e = self.st.blocks[blk];
-                        #[cfg(feature = "std")]
-                        if std::env::var("DFFS_DEBUG_BLK")
-                            .ok()
-                            .and_then(|v| v.parse::<usize>().ok())
-                            == Some(blk)
-                        {
-                            std::eprintln!(
-                                "block {blk}: replay references it ({:?} {:?})",
-                                e.state(),
-                                e.kind()
-                            );
-                        }
                         if matches!(e.state(), BlockState::Free | BlockState::Erased) {
                             self.st.blocks[blk] = BlockInfo::new(
                                 BlockState::Used,
@@ -1342,29 +1303,5 @@ impl<F: Flash> Fs<F> {
     /// The inode of a handle.
     pub fn handle_ino(&self, fh: Fh) -> Result<Ino> {
         Ok(self.handle(fh)?.ino)
-    }
-
-    /// Pending overlays by inode (for tests and fsck).
-    pub(crate) fn overlays(&self) -> BTreeMap<Ino, Overlay> {
-        self.inos
-            .iter()
-            .filter_map(|(i, o)| o.overlay.clone().map(|ov| (*i, ov)))
-            .collect()
-    }
-
-    /// Reads the free OOB tag of a data page (fsck).
-    pub(crate) fn data_tag(&mut self, a: Addr) -> Result<Option<OobTag>> {
-        let p = self.st.p;
-        let g = p.geometry;
-        if g.kind != FlashKind::Nand {
-            return Ok(None);
-        }
-        let page = (p.byte_of(a) / g.page_size as u64) as u32;
-        let mut data = vec![0u8; g.page_size as usize];
-        let mut oob = [0u8; OOB_TAG_LEN];
-        let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
-        self.st.read_page(page, &mut data, &mut oob[..n])?;
-        let t = OobTag::decode(&oob).map_err(|_| Error::Corrupt)?;
-        Ok(t.filter(|t| t.kind == TAG_DATA))
     }
 }

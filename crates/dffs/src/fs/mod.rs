@@ -282,16 +282,7 @@ impl<F: Flash> Fs<F> {
             ..Attrs::default()
         };
         let mut fs = Fs::assemble(st, Config::default(), Box::new(NoClock));
-        fs.map = InodeMap::new(
-            Addr::NONE,
-            0,
-            2,
-            2,
-            p.map_leaf_entries(),
-            p.map_fanout(),
-            p.map_page,
-            4,
-        );
+        fs.map = InodeMap::new(&p, Addr::NONE, 0, 2, 2, 4);
         fs.dirs
             .create(DirRoot::new(&p, ROOT_INO, ROOT_INO, root_attrs, b""));
         fs.map
@@ -312,16 +303,7 @@ impl<F: Flash> Fs<F> {
         let mut handles = Vec::new();
         handles.resize_with(cfg.max_open, || None);
         Fs {
-            map: InodeMap::new(
-                Addr::NONE,
-                0,
-                2,
-                2,
-                p.map_leaf_entries(),
-                p.map_fanout(),
-                p.map_page,
-                cfg.map_cache,
-            ),
+            map: InodeMap::new(&p, Addr::NONE, 0, 2, 2, cfg.map_cache),
             dirs: Dirs::new(p, cfg.dir_cache),
             icache: IndexCache::new(cfg.index_cache),
             files: BTreeMap::new(),
@@ -396,13 +378,11 @@ impl<F: Flash> Fs<F> {
         self.anchor = pos;
         self.dirs = Dirs::new(p, self.cfg.dir_cache);
         self.map = InodeMap::new(
+            &p,
             cp.map_root,
             cp.map_depth,
             cp.ino_hint,
             cp.ino_high,
-            p.map_leaf_entries(),
-            p.map_fanout(),
-            p.map_page,
             self.cfg.map_cache,
         );
         self.icache.clear();
@@ -547,14 +527,7 @@ impl<F: Flash> Fs<F> {
             if tid != 0 && committed.binary_search(&tid).is_err() {
                 return Ok(());
             }
-            let r = fs.apply(rec);
-            #[cfg(feature = "std")]
-            if let Err(e) = &r {
-                if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                    std::eprintln!("replay of {rec:?} failed: {e:?}");
-                }
-            }
-            r
+            fs.apply(rec)
         });
         self.replaying = false;
         self.st.replaying = false;
@@ -579,13 +552,6 @@ impl<F: Flash> Fs<F> {
         let mut last_seq = cp.next_seq.saturating_sub(1);
         let mut chain_len = 0u32;
         let mut rd = JournalReader::new(g.page_size);
-        #[cfg(feature = "std")]
-        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-            std::eprintln!(
-                "scan from block {block} off {pos} next {next} cp {}",
-                cp.cp_number
-            );
-        }
         self.journal_garbage = false;
         if cp.flags & CP_CLEAN != 0 {
             // After a clean checkpoint the next session's marker is one page later, and the
@@ -594,10 +560,6 @@ impl<F: Flash> Fs<F> {
             let skip = ((pos.div_ceil(ps) + 1) * ps).min(bs);
             if !self.erased_between(block, pos, skip)? {
                 self.journal_garbage = true;
-                #[cfg(feature = "std")]
-                if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                    std::eprintln!("journal garbage at line 596, block {block} pos {pos}");
-                }
             }
             pos = skip;
         }
@@ -617,18 +579,10 @@ impl<F: Flash> Fs<F> {
                     Ok(h) => h,
                     Err(Error::Io) | Err(Error::Corrupt) => {
                         self.journal_garbage = true;
-                        #[cfg(feature = "std")]
-                        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                            std::eprintln!("journal garbage at line 615, block {block} pos {pos}");
-                        }
                         return Ok(last_seq);
                     }
                     Err(e) => return Err(e),
                 };
-                #[cfg(feature = "std")]
-                if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                    std::eprintln!("  at {block}:{pos} probe {:?}", node::probe(head, room));
-                }
                 match node::probe(head, room) {
                     Probe::Erased => {
                         // Erased means the whole rest of the program unit is: a cut program
@@ -640,12 +594,6 @@ impl<F: Flash> Fs<F> {
                         };
                         if !self.erased_between(block, pos, check_end)? {
                             self.journal_garbage = true;
-                            #[cfg(feature = "std")]
-                            if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                                std::eprintln!(
-                                    "journal garbage at line 634, block {block} pos {pos}"
-                                );
-                            }
                             return Ok(last_seq);
                         }
                         if g.kind == FlashKind::Nand && pos % g.page_size != 0 {
@@ -660,10 +608,6 @@ impl<F: Flash> Fs<F> {
                     }
                     Probe::Garbage => {
                         self.journal_garbage = true;
-                        #[cfg(feature = "std")]
-                        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                            std::eprintln!("journal garbage at line 648, block {block} pos {pos}");
-                        }
                         return Ok(last_seq);
                     }
                     Probe::Header(h) => {
@@ -671,44 +615,20 @@ impl<F: Flash> Fs<F> {
                             Ok(b) => b,
                             Err(Error::Io) | Err(Error::Corrupt) => {
                                 self.journal_garbage = true;
-                                #[cfg(feature = "std")]
-                                if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                                    std::eprintln!(
-                                        "journal garbage at line 655, block {block} pos {pos}"
-                                    );
-                                }
                                 return Ok(last_seq);
                             }
                             Err(e) => return Err(e),
                         };
                         let Ok(body) = node::verify(bytes, &h) else {
                             self.journal_garbage = true;
-                            #[cfg(feature = "std")]
-                            if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                                std::eprintln!(
-                                    "journal garbage at line 661, block {block} pos {pos}"
-                                );
-                            }
                             return Ok(last_seq);
                         };
                         if !h.typ.is_journal() || h.seq <= last_seq {
                             self.journal_garbage = true;
-                            #[cfg(feature = "std")]
-                            if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                                std::eprintln!(
-                                    "journal garbage at line 665, block {block} pos {pos}"
-                                );
-                            }
                             return Ok(last_seq);
                         }
                         let Ok(rec) = Record::decode(&h, body) else {
                             self.journal_garbage = true;
-                            #[cfg(feature = "std")]
-                            if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                                std::eprintln!(
-                                    "journal garbage at line 669, block {block} pos {pos}"
-                                );
-                            }
                             return Ok(last_seq);
                         };
                         last_seq = h.seq;
@@ -744,10 +664,6 @@ impl<F: Flash> Fs<F> {
                 _ => {
                     // A half-written link: the journal was moving into this block.
                     self.journal_garbage = true;
-                    #[cfg(feature = "std")]
-                    if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                        std::eprintln!("journal garbage at line 704, block {block} pos {pos}");
-                    }
                     return Ok(last_seq);
                 }
             };
@@ -761,10 +677,6 @@ impl<F: Flash> Fs<F> {
             };
             let Ok(body) = node::verify(bytes, &h) else {
                 self.journal_garbage = true;
-                #[cfg(feature = "std")]
-                if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                    std::eprintln!("journal garbage at line 717, block {block} pos {pos}");
-                }
                 return Ok(last_seq);
             };
             match Record::decode(&h, body) {
@@ -795,14 +707,6 @@ impl<F: Flash> Fs<F> {
             match self.st.read(block as u64 * bs + at as u64, &mut buf[..n]) {
                 Ok(()) => {
                     if let Some(i) = buf[..n].iter().position(|&b| b != 0xFF) {
-                        #[cfg(feature = "std")]
-                        if std::env::var("DFFS_DEBUG_SCAN").is_ok() {
-                            std::eprintln!(
-                                "not erased at block {block} offset {}: {:02x?}",
-                                at as usize + i,
-                                &buf[i..(i + 32).min(n)]
-                            );
-                        }
                         let _ = i;
                         return Ok(false);
                     }
@@ -1058,14 +962,6 @@ impl<F: Flash> Fs<F> {
             let state = e.state();
             let dead_journal = state == BlockState::Used && e.kind() == LogKind::Journal;
             if state == BlockState::PendingErase || dead_journal {
-                #[cfg(feature = "std")]
-                if std::env::var("DFFS_DEBUG_BLK")
-                    .ok()
-                    .and_then(|v| v.parse::<u32>().ok())
-                    == Some(b)
-                {
-                    std::eprintln!("block {b}: freed by checkpoint ({state:?} {:?})", e.kind());
-                }
                 self.st.blocks[b as usize] =
                     BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age());
                 self.icache.forget_block(&p, b);

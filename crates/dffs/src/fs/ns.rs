@@ -4,7 +4,7 @@
 
 use alloc::vec::Vec;
 
-use super::{Fs, ROOT_MODE};
+use super::Fs;
 use crate::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
 use crate::error::{Error, Result};
 use crate::file::{Content, FileNode};
@@ -462,10 +462,8 @@ impl<F: Flash> Fs<F> {
                 match (src.is_dir, d.is_dir) {
                     (true, false) => return Err(Error::NotDir),
                     (false, true) => return Err(Error::IsDir),
-                    (true, true) => {
-                        if fs.dirs.root(&mut fs.st, &mut fs.map, d.ino)?.entries != 0 {
-                            return Err(Error::NotEmpty);
-                        }
+                    (true, true) if fs.dirs.root(&mut fs.st, &mut fs.map, d.ino)?.entries != 0 => {
+                        return Err(Error::NotEmpty);
                     }
                     _ => {}
                 }
@@ -1030,57 +1028,11 @@ impl<F: Flash> Fs<F> {
             Record::Commit { .. } => self.apply_commit(rec),
         }
     }
-
-    /// Creates the root directory's attributes for a fresh file system (used by format).
-    pub(crate) fn root_attrs() -> Attrs {
-        Attrs {
-            mode: ROOT_MODE,
-            ..Attrs::default()
-        }
-    }
 }
 
 impl<F: Flash> Fs<F> {
-    /// Debug aid: the raw slots of a directory and what reading each target gives.
-    #[doc(hidden)]
-    pub fn debug_slots(
-        &mut self,
-        dir: Ino,
-    ) -> Vec<(u32, u32, core::result::Result<(Ino, Vec<u8>), Error>)> {
-        let slots = match self.dirs.all_slots(&mut self.st, &mut self.map, dir) {
-            Ok(s) => s,
-            Err(e) => return alloc::vec![(0, 0, Err(e))],
-        };
-        let mut out = Vec::new();
-        for s in slots {
-            let r = if s.is_dir() {
-                self.dirs
-                    .root(&mut self.st, &mut self.map, s.ptr)
-                    .map(|r| (r.ino, r.name.clone()))
-            } else if s.is_placeholder() {
-                Ok((s.ptr & !PLACEHOLDER, b"<placeholder>".to_vec()))
-            } else {
-                self.read_inode(Addr(s.ptr), 0).map(|n| (n.ino, n.name))
-            };
-            out.push((s.ptr, s.key, r));
-        }
-        out
-    }
-}
-
-impl<F: Flash> Fs<F> {
-    /// Debug aid: raw bytes at an address.
-    #[doc(hidden)]
-    pub fn debug_raw(&mut self, a: u32, len: usize) -> core::result::Result<Vec<u8>, Error> {
-        let mut v = alloc::vec![0u8; len];
-        let pos = self.st.p.byte_of(Addr(a));
-        self.st.read(pos, &mut v)?;
-        Ok(v)
-    }
-}
-
-impl<F: Flash> Fs<F> {
-    /// Debug aid: checks block-table invariants that must hold after every operation.
+    /// Checks the block-table invariant that must hold after every operation (no free block
+    /// is credited with live data). For tests; fsck checks this and more.
     #[doc(hidden)]
     pub fn debug_check_blocks(&self) -> core::result::Result<(), alloc::string::String> {
         use crate::store::BlockState;
@@ -1094,54 +1046,5 @@ impl<F: Flash> Fs<F> {
             }
         }
         Ok(())
-    }
-}
-
-impl<F: Flash> Fs<F> {
-    /// Debug aid: where block `b` of file `ino` is (committed map, overlay first).
-    #[doc(hidden)]
-    pub fn debug_block_addr(
-        &mut self,
-        ino: Ino,
-        b: u32,
-    ) -> core::result::Result<(u32, alloc::string::String), Error> {
-        let stride = crate::file::Index::<F>::stride(&self.st.p);
-        if let Some(a) = self
-            .inos
-            .get(&ino)
-            .and_then(|o| o.overlay.as_ref())
-            .and_then(|o| o.extents.get(b, stride))
-        {
-            return Ok((a.0, "overlay".into()));
-        }
-        let c = self.load_file(ino)?.node.content.clone();
-        let pend = c.pending.get(b, stride).is_some();
-        let mut ix = crate::file::Index {
-            st: &mut self.st,
-            cache: &mut self.icache,
-            ino,
-        };
-        let a = ix.lookup(&c, b)?;
-        Ok((
-            a.0,
-            alloc::format!(
-                "pending {pend} depth {} trunc {:?} direct {}",
-                c.depth,
-                c.trunc,
-                c.direct.len()
-            ),
-        ))
-    }
-}
-
-impl<F: Flash> Fs<F> {
-    /// Debug aid: (free blocks, pending blocks, reserve).
-    #[doc(hidden)]
-    pub fn debug_blocks(&self) -> (u32, u32, u32) {
-        (
-            self.st.free_blocks(),
-            self.st.pending_blocks(),
-            self.st.reserve_blocks(),
-        )
     }
 }

@@ -2,7 +2,9 @@ use dffs::{Config, FormatOptions, Fs, ROOT_INO};
 use dffs_sim::{preset::preset, SimFlash};
 
 #[test]
-fn scratch() {
+/// Regression: a recovery checkpoint after a crash must be newer than the checkpoint it recovers
+/// from (it once reused its number and lost to it at the next mount).
+fn crash_remount_twice_keeps_both_sessions() {
     let p = preset("nand-mlc-1g").unwrap().with_blocks(24).unwrap();
     let dev = SimFlash::new(p).unwrap();
     let dev = Fs::format(dev, &FormatOptions::default()).unwrap();
