@@ -9,8 +9,13 @@
 //! around a DFFS bug: errors, wrong data and panics go to the report as they are.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use dffs::{Config, Error, FileKind, Flash, FormatOptions, Fs, Ino, OpenFlags, ROOT_INO};
+use dffs::node::{OobTag, OOB_TAG_LEN, TAG_DATA, TAG_NODES};
+use dffs::{
+    Config, EccStatus, Error, FileKind, Flash, FlashError, FormatOptions, Fs, Geometry, Ino,
+    OpenFlags, ROOT_INO,
+};
 use dffs_sim::SharedSim;
 
 use crate::devices::Meter;
@@ -19,9 +24,13 @@ use crate::fsapi::{
     Session,
 };
 
+/// The device handle DFFS mounts (the simulator itself, or a wrapper that watches it).
+type FlashFactory = Box<dyn Fn() -> Box<dyn Flash>>;
+
 /// DFFS on a simulated device.
 pub struct DffsDriver {
     sim: SharedSim,
+    flash: FlashFactory,
     cfg: Config,
     cfg_name: &'static str,
     fmt: FormatOptions,
@@ -30,22 +39,34 @@ pub struct DffsDriver {
 impl DffsDriver {
     /// DFFS with `Config::default()` on `sim`.
     pub fn new(sim: SharedSim) -> DffsDriver {
-        DffsDriver {
-            sim,
-            cfg: Config::default(),
-            cfg_name: "default",
-            fmt: FormatOptions::default(),
-        }
+        Self::with_config(sim, Config::default(), "default")
     }
 
     /// DFFS with another mount configuration (`name` is how reports call it).
     pub fn with_config(sim: SharedSim, cfg: Config, name: &'static str) -> DffsDriver {
+        let handle = sim.clone();
         DffsDriver {
             sim,
+            flash: Box::new(move || Box::new(handle.clone())),
             cfg,
             cfg_name: name,
             fmt: FormatOptions::default(),
         }
+    }
+
+    /// DFFS on `sim` seen through a [`SplitFlash`] that attributes every operation's device
+    /// time to data, metadata or garbage collection (returned with the driver).
+    pub fn with_split(sim: SharedSim) -> (DffsDriver, SplitFlash) {
+        let split = SplitFlash::new(sim.clone());
+        let handle = split.clone();
+        let d = DffsDriver {
+            sim,
+            flash: Box::new(move || Box::new(handle.clone())),
+            cfg: Config::default(),
+            cfg_name: "default",
+            fmt: FormatOptions::default(),
+        };
+        (d, split)
     }
 
     fn power_up(&self) {
@@ -97,7 +118,7 @@ impl Driver for DffsDriver {
         self.power_up();
         let sim = self.sim.clone();
         catch(|| {
-            Fs::format(sim.clone(), &self.fmt)
+            Fs::format((self.flash)(), &self.fmt)
                 .map(|_| ())
                 .map_err(|e| map_err(&sim, e))
         })
@@ -113,7 +134,7 @@ impl Driver for DffsDriver {
         let cfg = self.cfg;
         catch(|| {
             let meter = Meter::start(&sim);
-            let fs = Fs::mount(sim.clone(), cfg).map_err(|e| map_err(&sim, e))?;
+            let fs = Fs::mount((self.flash)(), cfg).map_err(|e| map_err(&sim, e))?;
             let mount = meter.stop();
             let ram = fs.ram_bytes();
             let mut s = DffsSession {
@@ -147,7 +168,7 @@ impl Driver for DffsDriver {
 }
 
 struct DffsSession {
-    fs: Fs<SharedSim>,
+    fs: Fs<Box<dyn Flash>>,
     sim: SharedSim,
     dirs: HashMap<String, Ino>,
     /// Peak since the last `take_peak_ram`.
@@ -185,7 +206,7 @@ impl DffsSession {
 }
 
 struct DffsFile<'a> {
-    fs: &'a mut Fs<SharedSim>,
+    fs: &'a mut Fs<Box<dyn Flash>>,
     fh: dffs::Fh,
     sim: &'a SharedSim,
 }
@@ -357,5 +378,183 @@ impl Session for DffsSession {
     fn total_bytes(&mut self) -> FsResult<u64> {
         let s = self.fs.statfs().map_err(|e| self.err(e))?;
         Ok(s.blocks * s.block_size as u64)
+    }
+}
+
+/// Device time attributed to what DFFS was doing, as far as the device operations tell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    /// Programs of file data pages written for the first time, and reads of data pages while
+    /// the application reads.
+    pub data_ps: u64,
+    /// Programs and reads of node pages (journal, inodes, directories, maps, checkpoints).
+    pub meta_ps: u64,
+    /// Erases, programs of data pages that carry data already on flash (moved by garbage
+    /// collection), and reads of data pages while the application is not reading.
+    pub gc_ps: u64,
+}
+
+#[derive(Default)]
+struct SplitState {
+    split: Split,
+    /// What each page holds: 0 unknown, 1 file data, 2 nodes.
+    page_kind: Vec<u8>,
+    /// The CRC of the data last programmed for each (inode, file block).
+    seen: HashMap<(u32, u32), u32>,
+    app_reading: bool,
+}
+
+/// A [`Flash`] over the simulator that attributes each operation's simulated time to data,
+/// metadata or garbage collection, from the OOB tags DFFS writes on NAND (a public part of its
+/// format: `dffs::node::OobTag`). Node pages moved by the collector count as metadata (their
+/// bytes change when they are rewritten, so they cannot be told apart from new nodes).
+#[derive(Clone)]
+pub struct SplitFlash {
+    sim: SharedSim,
+    g: Geometry,
+    state: Arc<Mutex<SplitState>>,
+}
+
+impl SplitFlash {
+    fn new(sim: SharedSim) -> SplitFlash {
+        let g = sim.geometry();
+        let st = SplitState {
+            page_kind: vec![0; g.total_pages() as usize],
+            ..SplitState::default()
+        };
+        SplitFlash {
+            sim,
+            g,
+            state: Arc::new(Mutex::new(st)),
+        }
+    }
+
+    /// The split so far.
+    pub fn split(&self) -> Split {
+        self.state.lock().map(|s| s.split).unwrap_or_default()
+    }
+
+    /// Says whether the application is reading file data now (its data-page reads are data,
+    /// not garbage collection).
+    pub fn set_app_reading(&self, on: bool) {
+        if let Ok(mut s) = self.state.lock() {
+            s.app_reading = on;
+        }
+    }
+
+    fn charge(&self, ps: u64, what: u8) {
+        if let Ok(mut s) = self.state.lock() {
+            match what {
+                0 => s.split.data_ps += ps,
+                1 => s.split.meta_ps += ps,
+                _ => s.split.gc_ps += ps,
+            }
+        }
+    }
+}
+
+impl Flash for SplitFlash {
+    fn geometry(&self) -> Geometry {
+        self.g
+    }
+
+    fn read(
+        &mut self,
+        page: u32,
+        offset: u32,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<EccStatus, FlashError> {
+        let t0 = self.sim.stats().sim_ps;
+        let r = self.sim.read(page, offset, data, oob);
+        let dt = self.sim.stats().sim_ps - t0;
+        let what = match self.state.lock() {
+            Ok(s) => match s.page_kind.get(page as usize) {
+                Some(1) if s.app_reading => 0,
+                Some(1) => 2,
+                _ => 1,
+            },
+            Err(_) => 1,
+        };
+        self.charge(dt, what);
+        r
+    }
+
+    fn program(
+        &mut self,
+        page: u32,
+        offset: u32,
+        data: &[u8],
+        oob: &[u8],
+    ) -> Result<(), FlashError> {
+        let t0 = self.sim.stats().sim_ps;
+        let r = self.sim.program(page, offset, data, oob);
+        let dt = self.sim.stats().sim_ps - t0;
+        let tag = if oob.len() >= OOB_TAG_LEN {
+            OobTag::decode(&oob[..OOB_TAG_LEN]).ok().flatten()
+        } else {
+            None
+        };
+        let what = match self.state.lock() {
+            Ok(mut s) => {
+                let p = page as usize;
+                match tag {
+                    Some(t) if t.kind == TAG_DATA => {
+                        if p < s.page_kind.len() {
+                            s.page_kind[p] = 1;
+                        }
+                        let moved = s.seen.get(&(t.ino, t.block)) == Some(&t.data_crc);
+                        s.seen.insert((t.ino, t.block), t.data_crc);
+                        if moved {
+                            2
+                        } else {
+                            0
+                        }
+                    }
+                    Some(t) if t.kind == TAG_NODES => {
+                        if p < s.page_kind.len() {
+                            s.page_kind[p] = 2;
+                        }
+                        1
+                    }
+                    _ => match s.page_kind.get(p) {
+                        Some(1) => 0,
+                        _ => 1,
+                    },
+                }
+            }
+            Err(_) => 1,
+        };
+        self.charge(dt, what);
+        r
+    }
+
+    fn erase(&mut self, block: u32) -> Result<(), FlashError> {
+        let t0 = self.sim.stats().sim_ps;
+        let r = self.sim.erase(block);
+        let dt = self.sim.stats().sim_ps - t0;
+        if let Ok(mut s) = self.state.lock() {
+            let ppb = self.g.pages_per_block as usize;
+            let first = block as usize * ppb;
+            if let Some(k) = s.page_kind.get_mut(first..first + ppb) {
+                k.fill(0);
+            }
+        }
+        self.charge(dt, 2);
+        r
+    }
+
+    fn is_bad(&mut self, block: u32) -> Result<bool, FlashError> {
+        let t0 = self.sim.stats().sim_ps;
+        let r = self.sim.is_bad(block);
+        self.charge(self.sim.stats().sim_ps - t0, 1);
+        r
+    }
+
+    fn mark_bad(&mut self, block: u32) -> Result<(), FlashError> {
+        let t0 = self.sim.stats().sim_ps;
+        let r = self.sim.mark_bad(block);
+        self.charge(self.sim.stats().sim_ps - t0, 1);
+        r
     }
 }

@@ -47,6 +47,11 @@ impl Row {
         self
     }
 
+    /// Adds a parameter to a row in place.
+    pub fn add_param(&mut self, k: &str, v: impl Into<Value>) {
+        self.params.insert(k.to_string(), v.into());
+    }
+
     /// Sets a metric.
     pub fn set(&mut self, k: &str, v: impl Into<Value>) {
         self.metrics.insert(k.to_string(), v.into());

@@ -1,16 +1,282 @@
-//! Suite `postmark` (being written).
+//! Suite `postmark` (seed 003, Postmark as in the DFFS paper): on `onenand-256m`, 100
+//! subdirectories; a create phase of 1,300 files of 128 KiB in random subdirectories; 2,000
+//! transactions, each a create (with 128 KiB of data) or a delete; then everything deleted. All
+//! writes are synchronous (O_SYNC semantics: each 4 KiB write is durable before the next).
+//!
+//! Owns that workload (one seeded sequence, the same for both file systems), its check (every
+//! live file read back before the delete phase, outside the timing) and the time split:
+//! - DFFS: from the OOB tags of the pages it programs ([`crate::dffs_fs::SplitFlash`]): first
+//!   programs of file data are data; node pages (journal, inodes, directories, maps,
+//!   checkpoints) are metadata; erases, re-programs of data already on flash and reads of data
+//!   pages (the workload reads nothing) are garbage collection.
+//! - littlefs: from the API calls: the time inside `write` is data, everything else (sync,
+//!   open, close, create, remove) metadata; littlefs has no garbage collector (its copies and
+//!   erases happen inside those calls).
+//!
+//! Must never count verification reads in any phase.
 
 use std::io::Write;
 
-use crate::report::SuiteReport;
-use crate::Options;
+use dffs_sim::SharedSim;
+
+use crate::content::{Content, Rng};
+use crate::devices::{describe, device_preset, new_device, round, Measure, Meter};
+use crate::dffs_fs::{DffsDriver, SplitFlash};
+use crate::fsapi::{verify_file, Driver, End, FsResult, OpenMode, Session};
+use crate::report::{table, Column, Row, SuiteReport};
+use crate::suites::progress;
+use crate::{littlefs, Options, Scale};
+
+struct Params {
+    part: Option<u64>,
+    dirs: u64,
+    files: u64,
+    size: u64,
+    transactions: u64,
+    io: u64,
+}
+
+fn params(s: Scale) -> Params {
+    match s {
+        Scale::Tiny => Params {
+            part: Some(4 << 20),
+            dirs: 4,
+            files: 10,
+            size: 128 << 10,
+            transactions: 16,
+            io: 4096,
+        },
+        Scale::Quick => Params {
+            part: Some(32 << 20),
+            dirs: 10,
+            files: 40,
+            size: 128 << 10,
+            transactions: 60,
+            io: 4096,
+        },
+        Scale::Full => Params {
+            part: None,
+            dirs: 100,
+            files: 1300,
+            size: 128 << 10,
+            transactions: 2000,
+            io: 4096,
+        },
+    }
+}
 
 /// Runs the suite.
-pub fn run(_opts: &Options) -> Result<SuiteReport, String> {
-    Err("not yet".into())
+pub fn run(opts: &Options) -> Result<SuiteReport, String> {
+    let p = params(opts.scale);
+    let preset = device_preset("onenand-256m", p.part)?;
+    let mut rep = SuiteReport::new("postmark", opts.scale != Scale::Full, describe(&preset));
+    rep.note(format!(
+        "{} directories, {} files of {} KiB created, {} transactions (create or delete, even \
+         odds), then all deleted; every {} B write is synced before the next (O_SYNC); tps is \
+         transactions per second of simulated device time in the transaction phase",
+        p.dirs,
+        p.files,
+        p.size >> 10,
+        p.transactions,
+        p.io
+    ));
+    rep.note(
+        "time split, DFFS: from the OOB tags of the pages it programs (first programs of file \
+         data = data; node pages = metadata; erases, re-programs of data already on flash and \
+         data-page reads = garbage collection; nodes moved by the collector count as \
+         metadata); littlefs: time inside write calls = data, all other calls = metadata, no \
+         garbage collector",
+    );
+    for which in ["dffs", "littlefs"] {
+        let sim = new_device(preset)?;
+        let (mut d, split): (Box<dyn Driver>, Option<SplitFlash>) = if which == "dffs" {
+            let (d, s) = DffsDriver::with_split(sim.clone());
+            (Box::new(d), Some(s))
+        } else {
+            (littlefs::driver(sim.clone())?, None)
+        };
+        rep.config_line(d.config());
+        progress(opts, format!("postmark {which}"));
+        let mut row = Row::new(which, "postmark")
+            .param("dirs", p.dirs)
+            .param("files", p.files)
+            .param("file_bytes", p.size)
+            .param("transactions", p.transactions)
+            .param("io_bytes", p.io);
+        if let Err(e) = one(&mut *d, &sim, split.as_ref(), &p, &mut row) {
+            row.fail(e);
+        }
+        rep.results.push(row);
+    }
+    Ok(rep)
+}
+
+/// Time spent so far: (total, inside write calls) in ps, and DFFS's split if any.
+struct Clock<'a> {
+    sim: &'a SharedSim,
+    write_ps: u64,
+}
+
+impl Clock<'_> {
+    fn now(&self) -> u64 {
+        self.sim.stats().sim_ps
+    }
+}
+
+fn create(
+    s: &mut dyn Session,
+    clk: &mut Clock,
+    path: &str,
+    c: &Content,
+    p: &Params,
+) -> FsResult<()> {
+    let mut buf = vec![0u8; p.io as usize];
+    let sim = clk.sim.clone();
+    let mut wps = 0u64;
+    s.with_file(path, OpenMode::CREATE, &mut |f| {
+        let mut off = 0;
+        while off < p.size {
+            let n = p.io.min(p.size - off) as usize;
+            c.fill(off, &mut buf[..n]);
+            let t0 = sim.stats().sim_ps;
+            f.write_at(off, &buf[..n])?;
+            wps += sim.stats().sim_ps - t0;
+            f.sync()?;
+            off += n as u64;
+        }
+        Ok(())
+    })?;
+    clk.write_ps += wps;
+    Ok(())
+}
+
+fn one(
+    d: &mut dyn Driver,
+    sim: &SharedSim,
+    split: Option<&SplitFlash>,
+    p: &Params,
+    row: &mut Row,
+) -> FsResult<()> {
+    d.format()?;
+    let mut rng = Rng::new(0x003);
+    let mut next = 0u64;
+    let mut live: Vec<(String, u64)> = Vec::new();
+    let content = |id: u64| Content::random(0x9000_0000 + id);
+    let mut clk = Clock { sim, write_ps: 0 };
+    let split0 = split.map(|s| s.split()).unwrap_or_default();
+    let meter = Meter::start(sim);
+    let mut phases = [0u64; 3];
+    let mut ops = Measure::default();
+    let mut verify_split = crate::dffs_fs::Split::default();
+    let mut ram = 0usize;
+    d.session(End::Unmount, &mut |s| {
+        let phase = Meter::start(sim);
+        let t0 = clk.now();
+        for k in 0..p.dirs {
+            s.mkdir(&format!("/p{k:03}"))?;
+        }
+        for _ in 0..p.files {
+            let path = format!("/p{:03}/f{next:06}", rng.below(p.dirs));
+            create(s, &mut clk, &path, &content(next), p)?;
+            live.push((path, next));
+            next += 1;
+        }
+        let t1 = clk.now();
+        for _ in 0..p.transactions {
+            if rng.below(2) == 0 && !live.is_empty() {
+                let (path, _) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                s.remove(&path)?;
+            } else {
+                let path = format!("/p{:03}/f{next:06}", rng.below(p.dirs));
+                create(s, &mut clk, &path, &content(next), p)?;
+                live.push((path, next));
+                next += 1;
+            }
+        }
+        let t2 = clk.now();
+        ops.add(&phase.stop());
+        // Check every live file (not timed, not in the split).
+        let v0 = split.map(|s| s.split()).unwrap_or_default();
+        if let Some(sp) = split {
+            sp.set_app_reading(true);
+        }
+        for (path, id) in &live {
+            verify_file(s, path, &content(*id), p.size, 65536)?;
+        }
+        if let Some(sp) = split {
+            sp.set_app_reading(false);
+            let v1 = sp.split();
+            verify_split = crate::dffs_fs::Split {
+                data_ps: v1.data_ps - v0.data_ps,
+                meta_ps: v1.meta_ps - v0.meta_ps,
+                gc_ps: v1.gc_ps - v0.gc_ps,
+            };
+        }
+        let t3 = clk.now();
+        let phase = Meter::start(sim);
+        ram = s.take_peak_ram();
+        for (path, _) in live.drain(..) {
+            s.remove(&path)?;
+        }
+        for k in 0..p.dirs {
+            s.rmdir(&format!("/p{k:03}"))?;
+        }
+        let t4 = clk.now();
+        ops.add(&phase.stop());
+        phases = [t1 - t0, t2 - t1, t4 - t3];
+        Ok(())
+    })?;
+    let all = meter.stop();
+    let run_ps: u64 = phases.iter().sum();
+    row.set("create_us", round(phases[0] as f64 / 1e6));
+    row.set("transactions_us", round(phases[1] as f64 / 1e6));
+    row.set("delete_us", round(phases[2] as f64 / 1e6));
+    row.set(
+        "tps",
+        round(p.transactions as f64 / (phases[1] as f64 / 1e12)),
+    );
+    row.set("total_us", round(run_ps as f64 / 1e6));
+    let (data, meta, gc) = match split {
+        Some(sp) => {
+            let s1 = sp.split();
+            (
+                s1.data_ps - split0.data_ps - verify_split.data_ps,
+                s1.meta_ps - split0.meta_ps - verify_split.meta_ps,
+                s1.gc_ps - split0.gc_ps - verify_split.gc_ps,
+            )
+        }
+        None => (clk.write_ps, run_ps.saturating_sub(clk.write_ps), 0),
+    };
+    row.set("data_us", round(data as f64 / 1e6));
+    row.set("meta_us", round(meta as f64 / 1e6));
+    row.set("gc_us", round(gc as f64 / 1e6));
+    row.set("ram_bytes", ram);
+    // Operations of the three phases (verification left out); host time of the whole session.
+    ops.put(&mut row.metrics, "");
+    row.set("session_host_us", round(all.host_us));
+    Ok(())
 }
 
 /// The suite's tables.
-pub fn tables(_out: &mut dyn Write, _rep: &SuiteReport) -> std::io::Result<()> {
+pub fn tables(out: &mut dyn Write, rep: &SuiteReport) -> std::io::Result<()> {
+    for (metric, label, hib) in [
+        ("tps", "transactions per second", true),
+        ("total_us", "all three phases, µs", false),
+        ("data_us", "data writes, µs", false),
+        ("meta_us", "metadata, µs", false),
+        ("gc_us", "garbage collection, µs", false),
+    ] {
+        table(
+            out,
+            rep,
+            "postmark",
+            Column {
+                metric,
+                label,
+                higher_is_better: hib,
+            },
+            &[],
+        )?;
+    }
     Ok(())
 }

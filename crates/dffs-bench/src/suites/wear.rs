@@ -1,16 +1,181 @@
-//! Suite `wear` (being written).
+//! Suite `wear` (wear leveling): `nand-slc-128m` filled to 50% with cold data, then a 1 MiB hot
+//! file rewritten (truncated and written anew, 64 KiB writes, closed) until 20 times the device
+//! capacity has been written. Reports the erase-count distribution of every block as the
+//! simulator counted it (min, mean, max, standard deviation) and the write amplification.
+//!
+//! Owns that workload and its figures; write amplification is pages programmed times the page
+//! size over the bytes the application wrote during the rewrites (a partial-page program counts
+//! as a page, as it costs one program operation). The cold files and the last hot file are read
+//! back after a remount. Must never take erase counts from a file system's own bookkeeping: the
+//! device's counters are the truth both file systems are judged by.
 
 use std::io::Write;
 
-use crate::report::SuiteReport;
-use crate::Options;
+use crate::content::Content;
+use crate::devices::{describe, device_preset, round, Meter};
+use crate::fsapi::{verify_file, write_file, Driver, End, FsError, FsResult, OpenMode};
+use crate::report::{table, Column, Row, SuiteReport};
+use crate::suites::{pair, progress};
+use crate::{Options, Scale};
+
+struct Params {
+    part: Option<u64>,
+    hot: u64,
+    times: u64,
+}
+
+fn params(s: Scale) -> Params {
+    match s {
+        Scale::Tiny => Params {
+            part: Some(4 << 20),
+            hot: 256 << 10,
+            times: 2,
+        },
+        Scale::Quick => Params {
+            part: Some(16 << 20),
+            hot: 1 << 20,
+            times: 5,
+        },
+        Scale::Full => Params {
+            part: None,
+            hot: 1 << 20,
+            times: 20,
+        },
+    }
+}
 
 /// Runs the suite.
-pub fn run(_opts: &Options) -> Result<SuiteReport, String> {
-    Err("not yet".into())
+pub fn run(opts: &Options) -> Result<SuiteReport, String> {
+    let p = params(opts.scale);
+    let preset = device_preset("nand-slc-128m", p.part)?;
+    let mut rep = SuiteReport::new("wear", opts.scale != Scale::Full, describe(&preset));
+    rep.note(format!(
+        "50% of the device filled with cold 1 MiB files, then a {} KiB hot file rewritten until \
+         {}× the device capacity was written; erase counts are the simulator's, over every \
+         block; write_amp = pages programmed × page size ÷ bytes written by the application \
+         during the rewrites",
+        p.hot >> 10,
+        p.times
+    ));
+    for mut d in pair(preset)? {
+        progress(opts, format!("wear {}", d.name()));
+        rep.config_line(d.config());
+        let mut row = Row::new(d.name(), "hot_rewrite")
+            .param("hot_bytes", p.hot)
+            .param("times_capacity", p.times);
+        if let Err(e) = one(&mut *d, &p, &mut row) {
+            row.fail(e);
+        }
+        rep.results.push(row);
+    }
+    Ok(rep)
+}
+
+fn one(d: &mut dyn Driver, p: &Params, row: &mut Row) -> FsResult<()> {
+    let sim = d.sim().clone();
+    let g = sim.lock().preset().geometry;
+    let cap = g.capacity();
+    let cold_file = 1u64 << 20;
+    let cold_n = (cap / 2) / cold_file;
+    let cold = |i: u64| Content::random(0x6000_0000 + i);
+    d.format()?;
+    d.session(End::Unmount, &mut |s| {
+        s.mkdir("/cold")?;
+        for i in 0..cold_n {
+            write_file(
+                s,
+                &format!("/cold/c{i:04}"),
+                &cold(i),
+                cold_file,
+                65536,
+                OpenMode::CREATE,
+            )?;
+        }
+        Ok(())
+    })?;
+    let rewrites = (p.times * cap).div_ceil(p.hot);
+    let hot = |k: u64| Content::random(0x7000_0000 + k);
+    let meter = Meter::start(&sim);
+    let mut done = 0u64;
+    let mut failed: Option<FsError> = None;
+    d.session(End::Unmount, &mut |s| {
+        for k in 0..rewrites {
+            if let Err(e) = write_file(s, "/hot", &hot(k), p.hot, 65536, OpenMode::CREATE) {
+                // Report what was done up to here; the row is marked failed below.
+                failed = Some(e);
+                break;
+            }
+            done = k + 1;
+        }
+        row.set("ram_bytes", s.take_peak_ram());
+        Ok(())
+    })?;
+    let m = meter.stop();
+    m.put(&mut row.metrics, "");
+    let app = done * p.hot;
+    row.set("rewrites", done);
+    row.set("app_bytes", app);
+    row.set(
+        "write_amp",
+        round(m.stats.programs as f64 * g.page_size as f64 / app as f64),
+    );
+    row.set("mib_s", round(app as f64 / 1048576.0 / m.sim_s()));
+    let ec: Vec<f64> = sim.erase_counts().iter().map(|&e| e as f64).collect();
+    let n = ec.len() as f64;
+    let mean = ec.iter().sum::<f64>() / n;
+    let var = ec.iter().map(|e| (e - mean) * (e - mean)).sum::<f64>() / n;
+    let min = ec.iter().cloned().fold(f64::INFINITY, f64::min);
+    let max = ec.iter().cloned().fold(0.0, f64::max);
+    row.set("ec_min", min);
+    row.set("ec_mean", round(mean));
+    row.set("ec_max", max);
+    row.set("ec_stddev", round(var.sqrt()));
+    row.set("ec_max_over_mean_pct", round(100.0 * (max - mean) / mean));
+    if let Some(e) = failed {
+        row.fail(format!("{e} at rewrite {} of {rewrites}", done + 1));
+        // The hot file's last version is not known (the failed rewrite truncated it).
+        return d
+            .session(End::Unmount, &mut |s| {
+                for i in 0..cold_n {
+                    verify_file(s, &format!("/cold/c{i:04}"), &cold(i), cold_file, 65536)?;
+                }
+                Ok(())
+            })
+            .map(|_| ());
+    }
+    // Everything reads back after a remount.
+    let last = done.saturating_sub(1);
+    d.session(End::Unmount, &mut |s| {
+        for i in 0..cold_n {
+            verify_file(s, &format!("/cold/c{i:04}"), &cold(i), cold_file, 65536)?;
+        }
+        verify_file(s, "/hot", &hot(last), p.hot, 65536)
+    })?;
+    Ok(())
 }
 
 /// The suite's tables.
-pub fn tables(_out: &mut dyn Write, _rep: &SuiteReport) -> std::io::Result<()> {
+pub fn tables(out: &mut dyn Write, rep: &SuiteReport) -> std::io::Result<()> {
+    for (metric, label, hib) in [
+        ("ec_min", "erase count, min", true),
+        ("ec_mean", "erase count, mean", false),
+        ("ec_max", "erase count, max", false),
+        ("ec_stddev", "erase count, standard deviation", false),
+        ("ec_max_over_mean_pct", "max above mean, %", false),
+        ("write_amp", "write amplification", false),
+        ("mib_s", "rewrite speed, MiB/s", true),
+    ] {
+        table(
+            out,
+            rep,
+            "wear",
+            Column {
+                metric,
+                label,
+                higher_is_better: hib,
+            },
+            &[],
+        )?;
+    }
     Ok(())
 }
