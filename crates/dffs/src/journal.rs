@@ -17,6 +17,17 @@ use crate::types::{Attrs, ExtentMap, Ino, Time};
 /// Transaction id: 0 for records that commit themselves.
 pub type Tid = u64;
 
+/// A file's complete block map as a commit record carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockMap {
+    /// 0: `direct` holds the block addresses; otherwise the depth of the tree at `root`.
+    pub depth: u8,
+    /// Root of the index tree (NONE for depth 0).
+    pub root: Addr,
+    /// Direct block pointers (depth 0).
+    pub direct: Vec<Addr>,
+}
+
 /// Longest symlink target.
 pub const SYMLINK_MAX: usize = 1023;
 
@@ -132,6 +143,9 @@ pub enum Record {
         inline: Option<Vec<u8>>,
         /// Blocks written since the last commit.
         extents: ExtentMap,
+        /// For large updates: the file's complete new block map (an index tree written for
+        /// this update, or direct pointers), replacing the old one; `extents` then apply on top.
+        map: Option<BlockMap>,
     },
     /// Transaction `tid` committed: its records take effect.
     TxCommit {
@@ -269,9 +283,12 @@ impl Record {
                 trunc_to,
                 inline,
                 extents,
+                map,
                 ..
             } => {
-                let flags = trunc_to.is_some() as u8 | (inline.is_some() as u8) << 1;
+                let flags = trunc_to.is_some() as u8
+                    | (inline.is_some() as u8) << 1
+                    | (map.is_some() as u8) << 2;
                 w.u64(*tid).u64(*size);
                 mtime.encode(w);
                 ctime.encode(w);
@@ -281,6 +298,12 @@ impl Record {
                 }
                 if let Some(d) = inline {
                     w.u16(d.len() as u16).bytes(d);
+                }
+                if let Some(m) = map {
+                    w.u8(m.depth).u32(m.root.0).u8(m.direct.len() as u8);
+                    for a in &m.direct {
+                        w.u32(a.0);
+                    }
                 }
                 extents.encode(w);
             }
@@ -389,6 +412,31 @@ impl Record {
                 } else {
                     None
                 };
+                let map = if flags & 4 != 0 {
+                    let depth = r.u8()?;
+                    let root = Addr(r.u32()?);
+                    let n = r.u8()? as usize;
+                    let mut direct = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        direct.push(Addr(r.u32()?));
+                    }
+                    if depth > crate::file::MAX_DEPTH
+                        || (depth == 0) != root.is_none()
+                        || (depth > 0 && n != 0)
+                    {
+                        return Err(Error::Corrupt);
+                    }
+                    Some(BlockMap {
+                        depth,
+                        root,
+                        direct,
+                    })
+                } else {
+                    None
+                };
+                if flags >> 3 != 0 || (inline.is_some() && map.is_some()) {
+                    return Err(Error::Corrupt);
+                }
                 let max = body.len() / 12 + 1;
                 let extents = ExtentMap::decode(&mut r, max)?;
                 Record::Commit {
@@ -400,6 +448,7 @@ impl Record {
                     trunc_to,
                     inline,
                     extents,
+                    map,
                 }
             }
             NodeType::JTxCommit => Record::TxCommit { tid: r.u64()? },
@@ -519,6 +568,22 @@ mod tests {
             trunc_to: Some(10),
             inline: None,
             extents: e,
+            map: None,
+        });
+        roundtrip(Record::Commit {
+            tid: 0,
+            ino: 9,
+            size: 1 << 30,
+            mtime: t,
+            ctime: t,
+            trunc_to: None,
+            inline: None,
+            extents: ExtentMap::new(),
+            map: Some(BlockMap {
+                depth: 2,
+                root: Addr(77),
+                direct: Vec::new(),
+            }),
         });
         roundtrip(Record::Commit {
             tid: 3,
@@ -529,6 +594,7 @@ mod tests {
             trunc_to: None,
             inline: Some(b"abc".to_vec()),
             extents: ExtentMap::new(),
+            map: None,
         });
         roundtrip(Record::TxCommit { tid: 3 });
         roundtrip(Record::Remap {

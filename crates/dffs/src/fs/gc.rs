@@ -396,6 +396,28 @@ impl<F: Flash> Fs<F> {
                 r.take(3)?;
                 let first = r.u32()?;
                 let ino = h.ino;
+                // A spilled update has an index tree of its own.
+                let spilled = self
+                    .inos
+                    .get(&ino)
+                    .and_then(|o| o.overlay.as_ref())
+                    .and_then(|ov| ov.spilled.clone());
+                if let Some(mut sp) = spilled {
+                    let moved = {
+                        let mut ix = Index {
+                            st: &mut self.st,
+                            cache: &mut self.icache,
+                            ino,
+                        };
+                        ix.relocate(&mut sp, a, level, first)?
+                    };
+                    if moved {
+                        if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
+                            ov.spilled = Some(sp);
+                        }
+                        return Ok(());
+                    }
+                }
                 let orphan = self
                     .inos
                     .get(&ino)
@@ -478,12 +500,21 @@ impl<F: Flash> Fs<F> {
     /// Whether (`ino`, block `b`) currently maps to `a` in its committed state or its overlay.
     fn data_refs(&mut self, ino: Ino, b: u32, a: Addr) -> Result<(bool, bool)> {
         let stride = Index::<F>::stride(&self.st.p);
-        let ov = self
-            .inos
-            .get(&ino)
-            .and_then(|o| o.overlay.as_ref())
-            .map(|ov| ov.extents.get(b, stride) == Some(a))
-            .unwrap_or(false);
+        let (ov_extents, spilled) = match self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
+            Some(ov) => (ov.extents.get(b, stride) == Some(a), ov.spilled.clone()),
+            None => (false, None),
+        };
+        let ov = match spilled {
+            Some(sp) => {
+                let mut ix = Index {
+                    st: &mut self.st,
+                    cache: &mut self.icache,
+                    ino,
+                };
+                ix.lookup(&sp, b)? == a
+            }
+            None => ov_extents,
+        };
         let orphan = self.inos.get(&ino).and_then(|o| o.orphan.clone());
         let content = match orphan {
             Some(n) => n.content,
@@ -523,7 +554,10 @@ impl<F: Flash> Fs<F> {
         let stride = Index::<F>::stride(&self.st.p);
         if overlay {
             if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
-                ov.extents.insert(b, count, new, stride);
+                match ov.spilled.as_mut() {
+                    Some(sp) => sp.pending.insert(b, count, new, stride),
+                    None => ov.extents.insert(b, count, new, stride),
+                }
             }
         }
         if committed {

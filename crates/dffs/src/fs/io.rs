@@ -13,7 +13,7 @@ use super::Fs;
 use crate::error::{Error, Result};
 use crate::file::{blocks_for, inline_limit, Content, FileNode, Index};
 use crate::flash::{EccStatus, Flash, FlashKind};
-use crate::journal::{max_commit_extents, Record, Tid};
+use crate::journal::{max_commit_extents, BlockMap, Record, Tid};
 use crate::layout::{Addr, LogKind};
 use crate::map::MapEntry;
 use crate::node::{NodeBuilder, NodeType, OobTag, OOB_TAG_LEN};
@@ -79,6 +79,10 @@ pub struct Overlay {
     pub extents: ExtentMap,
     /// The whole content while the file is small enough to stay inline.
     pub inline: Option<Vec<u8>>,
+    /// For updates too large to track as extents: the file's complete new block map, with an
+    /// index tree of its own (no node shared with the committed tree). When set, `extents` and
+    /// `trunc_to` are unused and the commit record carries this map.
+    pub spilled: Option<Content>,
 }
 
 /// An open inode: handle count, overlay, and (after unlink) the file itself.
@@ -305,31 +309,68 @@ impl<F: Flash> Fs<F> {
         if !last {
             return Ok(());
         }
-        let o = self.inos.remove(&ino).unwrap_or_default();
-        if let Some(node) = o.orphan {
-            self.discard_overlay_space(&o.overlay);
+        let o = self.inos.get(&ino).cloned().unwrap_or_default();
+        if let Some(node) = &o.orphan {
+            if let Some(ov) = &o.overlay {
+                self.discard_overlay_space(ino, ov, node)?;
+            }
+            self.inos.remove(&ino);
             self.dcache.drop_ino(ino);
-            self.free_file_space(&node)?;
+            self.free_file_space(node)?;
             if self.map.get(&mut self.st, ino)? == MapEntry::Orphan {
                 self.map.set(&mut self.st, ino, MapEntry::Free)?;
             }
-        } else if o.overlay.is_some() {
+        } else if let Some(ov) = &o.overlay {
             // Uncommitted changes of a handle closed without commit (read-only handles never
             // have any; this is a dropped overlay after an error).
-            self.discard_overlay_space(&o.overlay);
+            let committed = self.committed(ino)?;
+            self.discard_overlay_space(ino, ov, &committed)?;
+            self.inos.remove(&ino);
             self.dcache.drop_ino(ino);
+        } else {
+            self.inos.remove(&ino);
         }
         Ok(())
     }
 
-    fn discard_overlay_space(&mut self, ov: &Option<Overlay>) {
-        if let Some(ov) = ov {
-            let stride = Index::<F>::stride(&self.st.p);
-            let addrs: Vec<Addr> = ov.extents.iter_blocks(stride).map(|x| x.1).collect();
-            for a in addrs {
-                self.kill_data(a);
+    /// Counts dead what an abandoned update owned: its provisional blocks, and (spilled) its
+    /// own index nodes.
+    fn discard_overlay_space(
+        &mut self,
+        ino: Ino,
+        ov: &Overlay,
+        committed: &FileNode,
+    ) -> Result<()> {
+        let stride = Index::<F>::stride(&self.st.p);
+        let addrs: Vec<Addr> = match &ov.spilled {
+            None => ov.extents.iter_blocks(stride).map(|x| x.1).collect(),
+            Some(sp) => {
+                let (blocks, nodes) = self.mapped(ino, sp)?;
+                let p = self.st.p;
+                for a in nodes {
+                    self.st.kill(a, p.align(p.index_node));
+                }
+                let mut own = Vec::new();
+                for (b, a) in blocks {
+                    let shared = committed.content.inline.is_none() && {
+                        let mut ix = Index {
+                            st: &mut self.st,
+                            cache: &mut self.icache,
+                            ino,
+                        };
+                        ix.lookup(&committed.content, b)? == a
+                    };
+                    if !shared {
+                        own.push(a);
+                    }
+                }
+                own
             }
+        };
+        for a in addrs {
+            self.kill_data(a);
         }
+        Ok(())
     }
 
     // ----- reading ----------------------------------------------------------------------
@@ -355,6 +396,15 @@ impl<F: Flash> Fs<F> {
         let p = self.st.p;
         let stride = Index::<F>::stride(&p);
         if let Some(ov) = self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
+            if let Some(sp) = ov.spilled.clone() {
+                let mut ix = Index {
+                    st: &mut self.st,
+                    cache: &mut self.icache,
+                    ino,
+                };
+                let a = ix.lookup(&sp, b)?;
+                return Ok(if a.is_none() { Src::Hole } else { Src::At(a) });
+            }
             if let Some(a) = ov.extents.get(b, stride) {
                 return Ok(if a.is_none() { Src::Hole } else { Src::At(a) });
             }
@@ -540,6 +590,7 @@ impl<F: Flash> Fs<F> {
                 trunc_to: None,
                 extents: ExtentMap::new(),
                 inline: node.content.inline.clone(),
+                spilled: None,
             };
             self.inos.entry(ino).or_default().overlay = Some(ov);
         }
@@ -707,6 +758,10 @@ impl<F: Flash> Fs<F> {
                 }
             }
         }
+        let spilled = self.overlay(ino)?.spilled.is_some();
+        if spilled {
+            return self.record_spilled_writes(ino, &written);
+        }
         let ov = self.overlay(ino)?;
         let mut dead = Vec::new();
         for &(first, count, a) in &written {
@@ -722,7 +777,7 @@ impl<F: Flash> Fs<F> {
         for a in dead {
             self.kill_data(a);
         }
-        // Too many separate extents: commit what there is (the update is committed in parts).
+        // Too many separate extents to keep in RAM: switch the update to a block map of its own.
         let n = self
             .inos
             .get(&ino)
@@ -730,7 +785,137 @@ impl<F: Flash> Fs<F> {
             .map(|o| o.extents.len())
             .unwrap_or(0);
         if n > self.cfg.overlay_extents {
-            self.commit_ino(ino)?;
+            self.spill(ino)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `a` is where the committed content of `ino` keeps block `b` (so the overlay
+    /// shares it rather than owning it).
+    fn is_committed_block(&mut self, ino: Ino, b: u32, a: Addr) -> Result<bool> {
+        let c = self.committed(ino)?;
+        if c.content.inline.is_some() {
+            return Ok(false);
+        }
+        let mut ix = Index {
+            st: &mut self.st,
+            cache: &mut self.icache,
+            ino,
+        };
+        Ok(ix.lookup(&c.content, b)? == a)
+    }
+
+    /// Records blocks just written into a spilled overlay's own map (folding it when its
+    /// pending list grows).
+    fn record_spilled_writes(&mut self, ino: Ino, written: &[(u32, u32, Addr)]) -> Result<()> {
+        let p = self.st.p;
+        let stride = Index::<F>::stride(&p);
+        let mut sp = match self
+            .inos
+            .get_mut(&ino)
+            .and_then(|o| o.overlay.as_mut())
+            .and_then(|o| o.spilled.take())
+        {
+            Some(c) => c,
+            None => return Err(Error::Corrupt),
+        };
+        let mut dead = Vec::new();
+        for &(first, count, a) in written {
+            for k in 0..count {
+                let b = first + k;
+                let old = {
+                    let mut ix = Index {
+                        st: &mut self.st,
+                        cache: &mut self.icache,
+                        ino,
+                    };
+                    ix.lookup(&sp, b)?
+                };
+                // The update's own earlier copy dies now; a committed block dies at commit.
+                if old.is_some() && !self.is_committed_block(ino, b, old)? {
+                    dead.push(old);
+                }
+            }
+            sp.pending.insert(first, count, a, stride);
+        }
+        for a in dead {
+            self.kill_data(a);
+        }
+        if sp.pending.len() > self.cfg.overlay_extents {
+            let mut ix = Index {
+                st: &mut self.st,
+                cache: &mut self.icache,
+                ino,
+            };
+            ix.fold(&mut sp)?;
+        }
+        if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
+            ov.spilled = Some(sp);
+        }
+        Ok(())
+    }
+
+    /// Switches an overlay from extents to a complete block map of its own: the committed
+    /// map, cut at the update's truncation point, with the update's extents on top, folded
+    /// into new index nodes (none shared with the committed tree, so either can be dropped
+    /// without touching the other).
+    fn spill(&mut self, ino: Ino) -> Result<()> {
+        let p = self.st.p;
+        let stride = Index::<F>::stride(&p);
+        let committed = self.committed(ino)?;
+        let (trunc_to, extents) = match self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
+            Some(ov) if ov.spilled.is_none() && ov.inline.is_none() => {
+                (ov.trunc_to, ov.extents.clone())
+            }
+            _ => return Ok(()),
+        };
+        let keep = trunc_to.map(|t| blocks_for(t, p.data_block).min(u32::MAX as u64) as u32);
+        let mut full = ExtentMap::new();
+        if committed.content.inline.is_none() {
+            let c = &committed.content;
+            let mut blocks: Vec<(u32, Addr)> = Vec::new();
+            {
+                let mut ix = Index {
+                    st: &mut self.st,
+                    cache: &mut self.icache,
+                    ino,
+                };
+                ix.walk(
+                    c,
+                    &mut |b, a| {
+                        if c.pending.get(b, stride).is_none() && c.trunc.is_none_or(|t| b < t) {
+                            blocks.push((b, a))
+                        }
+                    },
+                    &mut |_, _, _| {},
+                )?;
+            }
+            blocks.extend(c.pending.iter_blocks(stride).filter(|(_, a)| a.is_some()));
+            for (b, a) in blocks {
+                if keep.is_none_or(|k| b < k) {
+                    full.insert(b, 1, a, stride);
+                }
+            }
+        }
+        for e in extents.extents() {
+            full.insert(e.first, e.count, e.addr, stride);
+        }
+        let mut sp = Content {
+            pending: full,
+            ..Content::default()
+        };
+        {
+            let mut ix = Index {
+                st: &mut self.st,
+                cache: &mut self.icache,
+                ino,
+            };
+            ix.fold(&mut sp)?;
+        }
+        if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
+            ov.spilled = Some(sp);
+            ov.extents = ExtentMap::new();
+            ov.trunc_to = None;
         }
         Ok(())
     }
@@ -830,17 +1015,57 @@ impl<F: Flash> Fs<F> {
         }
         if size < cur {
             let keep = blocks_for(size, p.data_block) as u32;
-            ov.trunc_to = Some(ov.trunc_to.map_or(size, |t| t.min(size)));
-            let dead: Vec<Addr> = ov
-                .extents
-                .iter_blocks(stride)
-                .filter(|(b, a)| *b >= keep && a.is_some())
-                .map(|x| x.1)
-                .collect();
-            ov.extents.truncate(keep, stride);
-            ov.size = size;
-            for a in dead {
-                self.kill_data(a);
+            if let Some(mut sp) = ov.spilled.take() {
+                // A spilled update cuts its own map; its own blocks beyond die now, committed
+                // ones at commit.
+                let mut mapped: Vec<(u32, Addr)> = sp
+                    .pending
+                    .iter_blocks(stride)
+                    .filter(|(b, a)| *b >= keep && a.is_some())
+                    .collect();
+                {
+                    let mut ix = Index {
+                        st: &mut self.st,
+                        cache: &mut self.icache,
+                        ino,
+                    };
+                    let c = &sp;
+                    ix.walk(
+                        c,
+                        &mut |b, a| {
+                            if b >= keep
+                                && c.pending.get(b, stride).is_none()
+                                && c.trunc.is_none_or(|t| b < t)
+                            {
+                                mapped.push((b, a))
+                            }
+                        },
+                        &mut |_, _, _| {},
+                    )?;
+                }
+                for (b, a) in mapped {
+                    if !self.is_committed_block(ino, b, a)? {
+                        self.kill_data(a);
+                    }
+                }
+                sp.pending.truncate(keep, stride);
+                sp.trunc = Some(sp.trunc.map_or(keep, |t| t.min(keep)));
+                let ov = self.overlay(ino)?;
+                ov.spilled = Some(sp);
+                ov.size = size;
+            } else {
+                ov.trunc_to = Some(ov.trunc_to.map_or(size, |t| t.min(size)));
+                let dead: Vec<Addr> = ov
+                    .extents
+                    .iter_blocks(stride)
+                    .filter(|(b, a)| *b >= keep && a.is_some())
+                    .map(|x| x.1)
+                    .collect();
+                ov.extents.truncate(keep, stride);
+                ov.size = size;
+                for a in dead {
+                    self.kill_data(a);
+                }
             }
             self.dcache.drop_from(ino, keep);
             // Zero the tail of the last partial block.
@@ -872,9 +1097,49 @@ impl<F: Flash> Fs<F> {
             return Ok(());
         }
         self.flush_blocks(ino)?;
-        let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.take()) else {
+        let Some(mut ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.take()) else {
             return Ok(());
         };
+        // A spilled update commits its whole block map at once.
+        let map = match ov.spilled.take() {
+            Some(mut sp) => {
+                let mut ix = Index {
+                    st: &mut self.st,
+                    cache: &mut self.icache,
+                    ino,
+                };
+                if let Err(e) = ix.fold(&mut sp) {
+                    ov.spilled = Some(sp);
+                    if let Some(o) = self.inos.get_mut(&ino) {
+                        o.overlay = Some(ov);
+                    }
+                    return Err(e);
+                }
+                Some(BlockMap {
+                    depth: sp.depth,
+                    root: sp.root,
+                    direct: sp.direct,
+                })
+            }
+            None => None,
+        };
+        if let Some(m) = map {
+            let mut rec = self.commit_record(self.tx.unwrap_or(0), ino, &ov, ExtentMap::new());
+            if let Record::Commit { map, trunc_to, .. } = &mut rec {
+                *map = Some(m);
+                *trunc_to = None;
+            }
+            if self
+                .inos
+                .get(&ino)
+                .map(|o| o.orphan.is_some())
+                .unwrap_or(false)
+            {
+                return self.apply_commit(&rec);
+            }
+            self.journal(&rec)?;
+            return self.apply(&rec);
+        }
         // An unlinked file's changes never need to survive a power cut.
         if self
             .inos
@@ -942,6 +1207,7 @@ impl<F: Flash> Fs<F> {
             trunc_to: ov.trunc_to,
             inline: ov.inline.clone(),
             extents,
+            map: None,
         }
     }
 
@@ -955,6 +1221,7 @@ impl<F: Flash> Fs<F> {
             trunc_to,
             inline,
             extents,
+            map,
             ..
         } = rec
         else {
@@ -985,7 +1252,52 @@ impl<F: Flash> Fs<F> {
             return Err(Error::Corrupt);
         }
         let mut dead: Vec<Addr> = Vec::new();
-        if let Some(d) = inline {
+        if let Some(m) = map {
+            // A large update: its own block map replaces the old one wholesale. The old tree's
+            // nodes die, and every old block the new map does not keep in place.
+            let old = core::mem::take(&mut node.content);
+            let new = Content {
+                inline: None,
+                depth: m.depth,
+                root: m.root,
+                direct: m.direct.clone(),
+                pending: extents.clone(),
+                trunc: None,
+            };
+            let (old_blocks, old_nodes) = self.mapped(ino, &old)?;
+            for (b, a) in &old_blocks {
+                let now = {
+                    let mut ix = Index {
+                        st: &mut self.st,
+                        cache: &mut self.icache,
+                        ino,
+                    };
+                    ix.lookup(&new, *b)?
+                };
+                if now != *a {
+                    dead.push(*a);
+                }
+            }
+            for a in old_nodes {
+                self.st.kill(a, p.align(p.index_node));
+            }
+            if self.replaying {
+                // Written before the crash, perhaps after the checkpoint: count it (counting
+                // twice what the checkpoint already counted is harmless, GC recounts).
+                let (new_blocks, new_nodes) = self.mapped(ino, &new)?;
+                let keep: alloc::collections::BTreeSet<u32> =
+                    old_blocks.iter().map(|x| x.1 .0).collect();
+                for (_, a) in new_blocks {
+                    if !keep.contains(&a.0) {
+                        self.claim_replayed(a, p.data_block);
+                    }
+                }
+                for a in new_nodes {
+                    self.claim_replayed(a, p.align(p.index_node));
+                }
+            }
+            node.content = new;
+        } else if let Some(d) = inline {
             // The whole content is inline now: every block dies.
             let old = core::mem::replace(&mut node.content, Content::empty_inline());
             let tmp = FileNode {
@@ -1091,6 +1403,50 @@ impl<F: Flash> Fs<F> {
             c.dirty = true;
         }
         Ok(())
+    }
+
+    /// Every (block, address) a content maps (pending changes and truncation applied) and
+    /// every index node of its tree. Reads only.
+    fn mapped(&mut self, ino: Ino, c: &Content) -> Result<(Vec<(u32, Addr)>, Vec<Addr>)> {
+        let stride = Index::<F>::stride(&self.st.p);
+        let mut blocks = Vec::new();
+        let mut nodes = Vec::new();
+        if c.inline.is_some() {
+            return Ok((blocks, nodes));
+        }
+        {
+            let mut ix = Index {
+                st: &mut self.st,
+                cache: &mut self.icache,
+                ino,
+            };
+            ix.walk(
+                c,
+                &mut |b, a| {
+                    if c.pending.get(b, stride).is_none() && c.trunc.is_none_or(|t| b < t) {
+                        blocks.push((b, a))
+                    }
+                },
+                &mut |a, _, _| nodes.push(a),
+            )?;
+        }
+        blocks.extend(c.pending.iter_blocks(stride).filter(|(_, a)| a.is_some()));
+        Ok((blocks, nodes))
+    }
+
+    /// During replay: counts `bytes` at `a` live and keeps its block from the allocator.
+    fn claim_replayed(&mut self, a: Addr, bytes: u32) {
+        let p = self.st.p;
+        if !p.addr_valid(a) {
+            return;
+        }
+        self.st.add_live(a, bytes);
+        let blk = p.block_of(a) as usize;
+        let e = self.st.blocks[blk];
+        if matches!(e.state(), BlockState::Free | BlockState::Erased) {
+            self.st.blocks[blk] =
+                BlockInfo::new(BlockState::Used, LogKind::DataHot, e.ec, e.live, e.age());
+        }
     }
 
     /// Commits `fh`'s file and makes it durable (inside a transaction: commits it into the
