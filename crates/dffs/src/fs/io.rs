@@ -228,6 +228,9 @@ impl DataCache {
     }
 }
 
+/// Every (block, address) of a block map, and the addresses of its index nodes.
+type Mapped = (Vec<(u32, Addr)>, Vec<Addr>);
+
 /// Where a block's data is.
 enum Src {
     Hole,
@@ -1407,7 +1410,7 @@ impl<F: Flash> Fs<F> {
 
     /// Every (block, address) a content maps (pending changes and truncation applied) and
     /// every index node of its tree. Reads only.
-    fn mapped(&mut self, ino: Ino, c: &Content) -> Result<(Vec<(u32, Addr)>, Vec<Addr>)> {
+    fn mapped(&mut self, ino: Ino, c: &Content) -> Result<Mapped> {
         let stride = Index::<F>::stride(&self.st.p);
         let mut blocks = Vec::new();
         let mut nodes = Vec::new();
