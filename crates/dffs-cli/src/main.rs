@@ -22,20 +22,72 @@ struct Cli {
     command: Command,
 }
 
-/// The subcommands.
+/// The subcommands (`mount`, `bench` and `torture` are still to come).
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Create (or reformat) an image with an empty file system.
+    Format(cmd::format::Args),
+    /// Build an image from a directory tree (files, directories, symlinks, modes, owners, times).
+    Pack(cmd::pack::Args),
+    /// Extract an image's tree into a directory.
+    Unpack(cmd::unpack::Args),
+    /// List a directory of an image.
+    Ls(cmd::ls::Args),
+    /// Print a file of an image.
+    Cat(cmd::cat::Args),
+    /// Copy a local file into an image.
+    Put(cmd::put::Args),
+    /// Copy a file out of an image.
+    Get(cmd::get::Args),
+    /// Remove a file, symlink or (with -r) directory tree from an image.
+    Rm(cmd::rm::Args),
+    /// Create a directory in an image.
+    Mkdir(cmd::mkdir::Args),
+    /// Rename or move an entry inside an image.
+    Mv(cmd::mv::Args),
+    /// Show what an image's device and file system are and hold, and what mounting costs.
+    Info(cmd::info::Args),
     /// List the simulated flash devices with their geometry and raw throughput limits.
     Presets(cmd::presets::Args),
 }
 
 fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
     match cli.command {
+        Command::Format(args) => cmd::format::run(&args, out),
+        Command::Pack(args) => cmd::pack::run(&args, out),
+        Command::Unpack(args) => cmd::unpack::run(&args, out),
+        Command::Ls(args) => cmd::ls::run(&args, out),
+        Command::Cat(args) => cmd::cat::run(&args, out),
+        Command::Put(args) => cmd::put::run(&args, out),
+        Command::Get(args) => cmd::get::run(&args, out),
+        Command::Rm(args) => cmd::rm::run(&args, out),
+        Command::Mkdir(args) => cmd::mkdir::run(&args, out),
+        Command::Mv(args) => cmd::mv::run(&args, out),
+        Command::Info(args) => cmd::info::run(&args, out),
         Command::Presets(args) => cmd::presets::run(&args, out),
     }
 }
 
+/// Reports a panic (a bug, in the CLI or the library) as one line, without a backtrace.
+fn one_line_panics() {
+    std::panic::set_hook(Box::new(|p| {
+        let what = p
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown cause".to_string());
+        let what = what.lines().next().unwrap_or("").to_string();
+        let at = p
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("dffs: internal error (a bug, please report it): {what}{at}");
+    }));
+}
+
 fn main() -> ExitCode {
+    one_line_panics();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -48,10 +100,23 @@ fn main() -> ExitCode {
                     return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
                 }
                 _ => {
+                    // clap words some errors over several lines (the missing arguments
+                    // follow on the next lines); keep everything before the usage, on one line.
                     let text = e.to_string();
-                    let first = text.lines().next().unwrap_or("invalid arguments");
-                    let first = first.strip_prefix("error: ").unwrap_or(first);
-                    eprintln!("dffs: {first} (see 'dffs --help')");
+                    let words: Vec<&str> = text
+                        .lines()
+                        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more"))
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .collect();
+                    let line = words.join(" ");
+                    let line = line.strip_prefix("error: ").unwrap_or(&line);
+                    let line = if line.is_empty() {
+                        "invalid arguments"
+                    } else {
+                        line
+                    };
+                    eprintln!("dffs: {line} (see 'dffs --help')");
                     return ExitCode::from(2);
                 }
             }
