@@ -89,8 +89,9 @@ fn no_image(path: &Path) -> CliError {
     ))
 }
 
-/// Opens an existing image: with its sidecar, or as a raw dump of `raw.preset`.
-pub fn open_device(path: &Path, raw: &RawArgs) -> Result<SimFlash, CliError> {
+/// Opens an existing image: with its sidecar, or as a raw dump of `raw.preset` (then the
+/// second value is true: the device's own state, such as erase counters, is unknown).
+pub fn open_device(path: &Path, raw: &RawArgs) -> Result<(SimFlash, bool), CliError> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => no_image(path),
         _ => CliError::local(path, &e),
@@ -114,10 +115,10 @@ pub fn open_device(path: &Path, raw: &RawArgs) -> Result<SimFlash, CliError> {
                 )));
             }
         }
-        Ok(sim)
+        Ok((sim, false))
     } else {
         match &raw.preset {
-            Some(name) => Ok(SimFlash::open_raw(path, named_preset(name)?)?),
+            Some(name) => Ok((SimFlash::open_raw(path, named_preset(name)?)?, true)),
             None => Err(CliError::msg(format!(
                 "{}: no sidecar {}; give --preset NAME to open it as a raw flash dump",
                 path.display(),
@@ -240,13 +241,16 @@ pub struct Session {
     path: PathBuf,
     access: Access,
     mount_cost: Stats,
+    raw: bool,
 }
 
 impl Session {
     /// Opens the image at `path` and mounts it.
     pub fn open(path: &Path, access: Access, raw: &RawArgs) -> Result<Session, CliError> {
-        let sim = open_device(path, raw)?;
-        Session::mount(sim, path, access)
+        let (sim, raw) = open_device(path, raw)?;
+        let mut s = Session::mount(sim, path, access)?;
+        s.raw = raw;
+        Ok(s)
     }
 
     /// Mounts the file system on `sim`, the device of the image at `path`.
@@ -264,6 +268,7 @@ impl Session {
                     path: path.to_path_buf(),
                     access,
                     mount_cost,
+                    raw: false,
                 })
             }
             Err((e, _)) => Err(CliError::msg(match e {
@@ -289,6 +294,12 @@ impl Session {
     /// The image file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the image was opened as a raw dump (no sidecar: the simulator's erase counters
+    /// and statistics start from zero and say nothing about the real device).
+    pub fn is_raw(&self) -> bool {
+        self.raw
     }
 
     /// What the mount cost on the device (simulated time and operation counts).

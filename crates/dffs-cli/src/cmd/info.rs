@@ -87,7 +87,8 @@ struct Output {
     wear_histogram: Vec<Bucket>,
     mount: Mount,
     ram_bytes: usize,
-    device: Device,
+    /// The simulator's own view; `null` for a raw dump, whose device history is unknown.
+    device: Option<Device>,
 }
 
 /// Up to `n` buckets of equal width covering `counts`' range.
@@ -144,10 +145,10 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let g = p.geometry;
     let mut bad = sim.factory_bad_blocks();
     bad.extend(sim.grown_bad_blocks());
-    let device = Device {
+    let device = (!s.is_raw()).then(|| Device {
         erase_count: erase_stats(sim.erase_counts(), &bad),
         sim_secs_total: sim.stats().sim_secs(),
-    };
+    });
     let (mn, mean, mx) = info.erase_count;
     let o = Output {
         image: args.image.display().to_string(),
@@ -237,12 +238,15 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         ),
         (
             "",
-            format!(
-                "min {}, mean {}, max {} (device's counters, from the simulator)",
-                o.device.erase_count.min,
-                sig3(o.device.erase_count.mean),
-                o.device.erase_count.max
-            ),
+            match &o.device {
+                Some(d) => format!(
+                    "min {}, mean {}, max {} (device's counters, from the simulator)",
+                    d.erase_count.min,
+                    sig3(d.erase_count.mean),
+                    d.erase_count.max
+                ),
+                None => "device's counters unknown (a raw dump has no sidecar)".to_string(),
+            },
         ),
         (
             "mount",
