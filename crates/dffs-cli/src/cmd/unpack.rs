@@ -270,7 +270,8 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let counted = (info.files as u64, info.dirs as u64);
     if found != counted {
         return Err(CliError::msg(format!(
-            "{image}: the file system counts {} files and symlinks and {} directories but only              {} and {} could be reached (unreadable directory entries?)",
+            "{image}: the file system counts {} files and symlinks and {} directories but \
+             only {} and {} could be reached (unreadable directory entries?)",
             counted.0, counted.1, found.0, found.1
         )));
     }
