@@ -246,7 +246,7 @@ impl FileOps for DffsFile<'_> {
         self.fs.fsync(self.fh).map_err(|e| map_err(self.sim, e))
     }
 
-    fn len(&mut self) -> FsResult<u64> {
+    fn size(&mut self) -> FsResult<u64> {
         let ino = self
             .fs
             .handle_ino(self.fh)

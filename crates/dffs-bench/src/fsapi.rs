@@ -109,7 +109,7 @@ pub trait FileOps {
     /// Makes the file's content durable (`fsync`).
     fn sync(&mut self) -> FsResult<()>;
     /// The file's size.
-    fn len(&mut self) -> FsResult<u64>;
+    fn size(&mut self) -> FsResult<u64>;
 }
 
 /// A directory entry as `readdir` gives it.
@@ -265,7 +265,7 @@ pub fn verify_file(
 ) -> FsResult<()> {
     let mut buf = vec![0u8; io];
     s.with_file(path, OpenMode::READ, &mut |f| {
-        let size = f.len()?;
+        let size = f.size()?;
         if size != len {
             return Err(FsError::WrongData(format!(
                 "{path}: size {size}, expected {len}"

@@ -383,7 +383,7 @@ impl<S: SimStorage> FileOps for LfsFile<'_, '_, '_, S> {
         self.file.sync().map_err(|e| map_err(self.sim, e))
     }
 
-    fn len(&mut self) -> FsResult<u64> {
+    fn size(&mut self) -> FsResult<u64> {
         self.file
             .len()
             .map(|n| n as u64)

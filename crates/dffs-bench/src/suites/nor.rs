@@ -304,6 +304,7 @@ fn writes(
     while done < n {
         let mut restart = false;
         let mut failed_now: Option<FsError> = None;
+        let mut failed_at: Option<(u64, Vec<u8>)> = None;
         let mode = OpenMode {
             create: true,
             write: true,
@@ -348,9 +349,13 @@ fn writes(
                             *pos = off + size;
                         }
                     }
-                    Err(e @ FsError::NoSpace) if pat == Pattern::Random => {
+                    Err(e @ FsError::NoSpace) => {
                         run.failed += 1;
                         failed_now = Some(e);
+                        failed_at = Some((off, buf.clone()));
+                        if pat == Pattern::SeqInPlace {
+                            *pos = off + size;
+                        }
                         return Ok(());
                     }
                     Err(e) => return Err(e),
@@ -363,6 +368,9 @@ fn writes(
                 // The handle failed: it is closed (whatever the close says); go on with a new one.
                 if run.first_error.is_none() {
                     run.first_error = Some(e);
+                }
+                if let Some((off, new)) = failed_at {
+                    settle(s, model, off, &new)?;
                 }
             }
             (Err(e), None) => return Err(e),
@@ -379,6 +387,39 @@ fn writes(
     };
     run.ram = s.take_peak_ram();
     Ok(run)
+}
+
+/// After a write that failed: the range holds either what was there or what the write carried
+/// (the model follows), never a mix, and nothing else changed size.
+fn settle(s: &mut dyn Session, model: &mut Model, off: u64, new: &[u8]) -> FsResult<()> {
+    let mut got = vec![0u8; new.len()];
+    let mut len = 0;
+    s.with_file(PATH, OpenMode::READ, &mut |f| {
+        len = f.size()?;
+        let n = f.read_at(off, &mut got)?;
+        got.truncate(n);
+        Ok(())
+    })?;
+    let end = off as usize + new.len();
+    let old_len = model.data.len();
+    let old: Vec<u8> = model
+        .data
+        .get(off as usize..end.min(old_len))
+        .unwrap_or(&[])
+        .to_vec();
+    if got == new {
+        if model.data.len() < end {
+            model.data.resize(end, 0);
+        }
+        model.data[off as usize..end].copy_from_slice(new);
+    } else if got != old || len != old_len as u64 {
+        return Err(FsError::WrongData(format!(
+            "after a failed write of {} B at {off}: neither the old nor the new content \
+             (file size {len}, was {old_len})",
+            new.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Reads of `size` bytes, the file kept open, each compared with the model.
@@ -454,7 +495,7 @@ fn fill_file(s: &mut dyn Session, model: &mut Model, len: u64) -> FsResult<()> {
 fn verify(d: &mut dyn Driver, model: &Model) -> FsResult<()> {
     d.session(End::Unmount, &mut |s| {
         s.with_file(PATH, OpenMode::READ, &mut |f| {
-            let len = f.len()?;
+            let len = f.size()?;
             if len != model.data.len() as u64 {
                 return Err(FsError::WrongData(format!(
                     "size {len}, expected {}",
@@ -498,6 +539,7 @@ fn sweep(opts: &Options, d: &mut dyn Driver, sz: &Sizes) -> Vec<Row> {
         r.fail(format!("format: {e}"));
         return vec![r];
     }
+    let (mut seq_warm_failed, mut rand_warm_failed) = (0u64, 0u64);
     let res = d.session(End::Unmount, &mut |s| {
         fill_file(s, &mut model, sz.file)?;
         for (case, random) in [("seq_read", false), ("rand_read", true)] {
@@ -515,7 +557,7 @@ fn sweep(opts: &Options, d: &mut dyn Driver, sz: &Sizes) -> Vec<Row> {
         } else {
             // Warm-up: as much as the free space, sequentially in 4 KiB accesses.
             progress(opts, "  nor: DFFS sequential warm-up");
-            writes(
+            seq_warm_failed = writes(
                 s,
                 &sim,
                 &mut model,
@@ -525,7 +567,8 @@ fn sweep(opts: &Options, d: &mut dyn Driver, sz: &Sizes) -> Vec<Row> {
                 Pattern::SeqInPlace,
                 &mut pos,
                 &mut rng,
-            )?;
+            )?
+            .failed;
         }
         for &a in &sz.access {
             let pat = if lfs {
@@ -544,7 +587,9 @@ fn sweep(opts: &Options, d: &mut dyn Driver, sz: &Sizes) -> Vec<Row> {
                 &mut pos,
                 &mut rng,
             )?;
-            rows.push(run.row(name, "seq_write", a, None));
+            let mut r = run.row(name, "seq_write", a, None);
+            r.set("warmup_failed_accesses", seq_warm_failed);
+            rows.push(r);
         }
         // Random writes need the whole file again.
         if (model.data.len() as u64) < sz.file {
@@ -552,7 +597,7 @@ fn sweep(opts: &Options, d: &mut dyn Driver, sz: &Sizes) -> Vec<Row> {
         }
         if !lfs {
             progress(opts, "  nor: DFFS random warm-up");
-            writes(
+            rand_warm_failed = writes(
                 s,
                 &sim,
                 &mut model,
@@ -562,7 +607,8 @@ fn sweep(opts: &Options, d: &mut dyn Driver, sz: &Sizes) -> Vec<Row> {
                 Pattern::Random,
                 &mut pos,
                 &mut rng,
-            )?;
+            )?
+            .failed;
         }
         for &a in &sz.access {
             let n = if lfs {
@@ -581,14 +627,27 @@ fn sweep(opts: &Options, d: &mut dyn Driver, sz: &Sizes) -> Vec<Row> {
                 &mut pos,
                 &mut rng,
             )?;
-            rows.push(run.row(name, "rand_write", a, None));
+            let mut r = run.row(name, "rand_write", a, None);
+            r.set("warmup_failed_accesses", rand_warm_failed);
+            rows.push(r);
         }
         Ok(())
     });
     if let Err(e) = res {
-        let mut r = Row::new(name, "sweep").param("access_size", 0);
-        r.fail(format!("stopped: {e}"));
-        rows.push(r);
+        // Every case and size the error kept from running gets its failure row.
+        for case in ["seq_read", "rand_read", "seq_write", "rand_write"] {
+            for &a in &sz.access {
+                let have = rows.iter().any(|r| {
+                    r.case == case
+                        && r.params.get("access_size").and_then(|v| v.as_u64()) == Some(a)
+                });
+                if !have {
+                    let mut r = Row::new(name, case).param("access_size", a);
+                    r.fail(format!("not run: the sweep stopped with {e}"));
+                    rows.push(r);
+                }
+            }
+        }
         return rows;
     }
     if let Err(e) = verify(d, &model) {

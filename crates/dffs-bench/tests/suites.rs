@@ -1,0 +1,271 @@
+//! Every suite in its tiny configuration: the JSON rows for both file systems are there with the
+//! metrics tooling relies on, raw rows match the presets' limits, and the data verification
+//! catches corruption. DFFS bugs the suites find are not failures here (they are reported as
+//! failure rows, and reproduced in `dffs_bugs.rs`); what is checked is that nothing is missing
+//! or hidden.
+
+use dffs_bench::content::Content;
+use dffs_bench::devices::{device_preset, new_device};
+use dffs_bench::fsapi::{verify_file, write_file, End, FsError, OpenMode};
+use dffs_bench::report::suite_json;
+use dffs_bench::{littlefs, run_suite, Options, Scale, Suite};
+use serde_json::Value;
+
+fn tiny(suite: Suite) -> Value {
+    let rep = run_suite(suite, &Options::new(Scale::Tiny)).unwrap();
+    let v = suite_json(&rep);
+    assert_eq!(v["suite"], suite.name());
+    assert_eq!(v["quick"], true);
+    assert!(v["device"].as_str().is_some_and(|d| !d.is_empty()));
+    v
+}
+
+fn rows(v: &Value) -> &Vec<Value> {
+    v["results"].as_array().expect("results")
+}
+
+/// Every row has the ROW shape; every ok row has `required` and the operation counts; both file
+/// systems have rows for every case in `cases`; a failed row says why.
+fn check_rows(v: &Value, cases: &[&str], required: &[&str]) {
+    for r in rows(v) {
+        let fs = r["fs"].as_str().expect("fs");
+        assert!(["dffs", "littlefs", "raw"].contains(&fs), "{r}");
+        assert!(r["case"].is_string() && r["params"].is_object() && r["metrics"].is_object());
+        if r["ok"] == true {
+            assert!(r["error"].is_null(), "{r}");
+        } else {
+            assert!(r["error"].as_str().is_some_and(|e| !e.is_empty()), "{r}");
+        }
+    }
+    for case in cases {
+        for fs in ["dffs", "littlefs"] {
+            let these: Vec<&Value> = rows(v)
+                .iter()
+                .filter(|r| r["fs"] == fs && r["case"] == *case)
+                .collect();
+            assert!(!these.is_empty(), "no {fs} row for case {case}");
+            for r in these.iter().filter(|r| r["ok"] == true) {
+                for k in required.iter().chain(&["reads", "programs", "erases"]) {
+                    assert!(
+                        r["metrics"][k].is_number(),
+                        "{fs} {case}: no metric {k}: {r}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn nor_rows_and_raw_limits() {
+    let v = tiny(Suite::Nor);
+    check_rows(
+        &v,
+        &[
+            "seq_write",
+            "rand_write",
+            "seq_read",
+            "rand_read",
+            "rand_write_fill",
+        ],
+        &["kb_s", "ram_bytes", "max_op_us"],
+    );
+    for r in rows(&v).iter().filter(|r| r["case"] == "rand_write_fill") {
+        assert!(r["params"]["fill_pct"].is_number(), "{r}");
+    }
+    // Raw rows per access size; writes at the preset's limit with 4 KiB erases (the same for
+    // every size: erases are amortized), reads at 100 ns + 25 ns/B per access.
+    let p = device_preset("nor-qspi-16m", None).unwrap();
+    let want_write = p.raw_write_bytes_per_s() / 1000.0;
+    for r in rows(&v).iter().filter(|r| r["fs"] == "raw") {
+        if r["params"]["erase_size"] != 4096 {
+            continue;
+        }
+        let a = r["params"]["access_size"].as_f64().unwrap();
+        let kb_s = r["metrics"]["kb_s"].as_f64().unwrap();
+        let want = match r["case"].as_str().unwrap() {
+            "seq_write" | "rand_write" | "rand_write_fill" => want_write,
+            _ => a / (100e-9 + 25e-9 * a) / 1000.0,
+        };
+        assert!((kb_s / want - 1.0).abs() < 0.002, "{r}: want {want}");
+    }
+    assert!(rows(&v)
+        .iter()
+        .any(|r| r["fs"] == "raw" && r["case"] == "rand_read"));
+}
+
+#[test]
+fn mount_rows() {
+    let v = tiny(Suite::Mount);
+    let cases = [
+        "empty",
+        "10x8MiB",
+        "10000x8KiB",
+        "mlc_1000",
+        "mlc_10000",
+        "mlc_100000",
+    ];
+    check_rows(&v, &cases, &["mount_us", "page_reads", "ram_bytes"]);
+    for case in cases {
+        for clean in [true, false] {
+            assert!(
+                rows(&v)
+                    .iter()
+                    .any(|r| r["case"] == case && r["params"]["clean"] == clean),
+                "{case} clean={clean}"
+            );
+        }
+    }
+}
+
+#[test]
+fn throughput_rows_and_raw_limits() {
+    let v = tiny(Suite::Throughput);
+    check_rows(
+        &v,
+        &["write_random", "write_zero", "read_cold", "read_warm"],
+        &["mib_s"],
+    );
+    for r in rows(&v).iter().filter(|r| r["fs"] == "raw") {
+        let p = device_preset(r["params"]["device"].as_str().unwrap(), None).unwrap();
+        let want = if r["case"].as_str().unwrap().starts_with("write") {
+            p.raw_write_bytes_per_s()
+        } else {
+            p.raw_read_bytes_per_s()
+        } / 1048576.0;
+        let got = r["metrics"]["mib_s"].as_f64().unwrap();
+        assert!((got / want - 1.0).abs() < 0.002, "{r}: want {want}");
+    }
+}
+
+#[test]
+fn space_rows() {
+    let v = tiny(Suite::Space);
+    check_rows(
+        &v,
+        &["empty", "one_piece", "pieces_16b"],
+        &["kib_used", "overhead_pct"],
+    );
+}
+
+#[test]
+fn rootfs_rows() {
+    let v = tiny(Suite::Rootfs);
+    let r = rows(&v);
+    assert!(r.iter().any(|r| r["fs"] == "dffs"));
+    assert!(r.iter().any(|r| r["fs"] == "littlefs"));
+    let case = r[0]["case"].as_str().unwrap().to_string();
+    check_rows(
+        &v,
+        &[&case],
+        &[
+            "write_us",
+            "mount_us",
+            "scan_us",
+            "read_us",
+            "remove_us",
+            "used_kib",
+            "write_programs",
+            "mount_reads",
+            "scan_reads",
+            "read_reads",
+            "remove_programs",
+        ],
+    );
+}
+
+#[test]
+fn rootfs_on_a_host_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("etc/init.d")).unwrap();
+    std::fs::write(dir.path().join("etc/hostname"), b"dffs\n").unwrap();
+    std::fs::write(dir.path().join("etc/init.d/rcS"), vec![b'#'; 5000]).unwrap();
+    std::fs::write(dir.path().join("big"), vec![7u8; 300_000]).unwrap();
+    let mut o = Options::new(Scale::Tiny);
+    o.tree = Some(dir.path().to_path_buf());
+    o.preset = Some("nand-slc-128m".into());
+    let rep = run_suite(Suite::Rootfs, &o).unwrap();
+    let v = suite_json(&rep);
+    check_rows(
+        &v,
+        &["tree"],
+        &["write_us", "mount_us", "scan_us", "read_us"],
+    );
+    for r in rows(&v) {
+        assert_eq!(r["params"]["files"], 3, "{r}");
+        if r["ok"] == true {
+            assert_eq!(r["metrics"]["files_written"], 3, "{r}");
+        }
+    }
+}
+
+#[test]
+fn postmark_rows() {
+    let v = tiny(Suite::Postmark);
+    check_rows(&v, &["postmark"], &["tps", "data_us", "meta_us", "gc_us"]);
+}
+
+#[test]
+fn filebench_rows() {
+    let v = tiny(Suite::Filebench);
+    check_rows(&v, &["create", "copy", "create_delete"], &["mb_s"]);
+}
+
+#[test]
+fn wear_rows() {
+    let v = tiny(Suite::Wear);
+    let case = rows(&v)[0]["case"].as_str().unwrap().to_string();
+    check_rows(
+        &v,
+        &[&case],
+        &["ec_min", "ec_mean", "ec_max", "ec_stddev", "write_amp"],
+    );
+}
+
+/// The verifier catches data the device corrupted silently (NOR has no ECC): a bit flipped in
+/// one page of a file's data makes the read-back fail as wrong data.
+#[test]
+fn verification_detects_silent_corruption() {
+    let p = device_preset("nor-qspi-16m", Some(512 << 10)).unwrap();
+    let sim = new_device(p).unwrap();
+    let mut d = littlefs::driver(sim.clone()).unwrap();
+    d.format().unwrap();
+    let c = Content::random(42);
+    let len = 64 << 10;
+    d.session(End::Unmount, &mut |s| {
+        write_file(s, "/f", &c, len, 4096, OpenMode::CREATE)
+    })
+    .unwrap();
+    // Before: it reads back.
+    d.session(End::Unmount, &mut |s| verify_file(s, "/f", &c, len, 4096))
+        .unwrap();
+    // Find the page holding the file's first 256 bytes (littlefs keeps a file's first block
+    // free of pointers, so they are page-aligned) and flip one bit in it.
+    let want = c.bytes(0, 256);
+    let page = {
+        let g = sim.lock().preset().geometry;
+        (0..g.total_pages())
+            .find(|&pg| sim.lock().raw_page(pg).map(|b| b == want).unwrap_or(false))
+            .expect("the file's page")
+    };
+    sim.lock().inject_bitflips(page, 1).unwrap();
+    let r = d.session(End::Unmount, &mut |s| verify_file(s, "/f", &c, len, 4096));
+    match r {
+        Err(FsError::WrongData(w)) => assert!(w.contains("/f"), "{w}"),
+        other => panic!("corruption not detected: {other:?}"),
+    }
+}
+
+#[test]
+fn cli_arguments_are_checked() {
+    let args = dffs_bench::BenchArgs {
+        suite: Suite::Nor,
+        quick: true,
+        json: None,
+        plot: None,
+        tree: Some("/".into()),
+        preset: None,
+    };
+    let mut out = Vec::new();
+    assert!(dffs_bench::run(&args, &mut out).is_err());
+}
