@@ -187,8 +187,14 @@ pub struct Store<F: Flash> {
     pub cp_number: u64,
     /// Block set aside for the journal to continue in.
     pub journal_next: u32,
+    /// The journal's current (or last) block: the `prev` of the next block's link record, so
+    /// replay can follow the chain even when the head closed itself at a block end.
+    pub journal_last: u32,
     /// No writes allowed.
     pub read_only: bool,
+    /// Blocks allocated ahead of time for each head (see [`Store::ensure_room`]): a head that
+    /// fills takes its next block from here before it allocates.
+    pub preopened: [Vec<u32>; MAX_HEADS],
     /// Set while the journal is replayed: replay must never write (a write would land on
     /// blocks the rest of the journal may still reference).
     pub replaying: bool,
@@ -215,7 +221,9 @@ impl<F: Flash> Store<F> {
             seq: 1,
             cp_number: 1,
             journal_next: u32::MAX,
+            journal_last: u32::MAX,
             read_only: false,
+            preopened: core::array::from_fn(|_| Vec::new()),
             replaying: false,
             session_needed: false,
         }
@@ -494,7 +502,10 @@ impl<F: Flash> Store<F> {
         if kind == LogKind::Journal {
             return self.open_journal_block(prio);
         }
-        let b = self.alloc_block(kind, prio)?;
+        let b = match self.preopened[h].pop() {
+            Some(b) => b,
+            None => self.alloc_block(kind, prio)?,
+        };
         self.heads[h] = Head {
             block: b,
             ..Head::empty()
@@ -507,7 +518,11 @@ impl<F: Flash> Store<F> {
     /// record that names it is written.
     fn open_journal_block(&mut self, _prio: Priority) -> Result<()> {
         let h = self.head_index(LogKind::Journal);
-        let prev = self.heads[h].block;
+        let prev = if self.heads[h].is_open() {
+            self.heads[h].block
+        } else {
+            self.journal_last
+        };
         if self.journal_next == u32::MAX {
             self.reserve_journal_next()?;
         }
@@ -524,6 +539,7 @@ impl<F: Flash> Store<F> {
             block: b,
             ..Head::empty()
         };
+        self.journal_last = b;
         let mut nb = NodeBuilder::new(NodeType::JLink, 0, 0, 40);
         nb.w.u32(prev).u32(self.journal_next);
         let a = self.append_bytes_in_block(h, LogKind::Journal, nb)?;
@@ -558,6 +574,7 @@ impl<F: Flash> Store<F> {
     /// caller reloads the block table afterwards).
     pub fn reset_heads(&mut self) {
         self.heads = core::array::from_fn(|_| Head::empty());
+        self.preopened = core::array::from_fn(|_| Vec::new());
     }
 
     /// Forgets every head without writing (after a power cut their blocks may end in a
@@ -677,23 +694,57 @@ impl<F: Flash> Store<F> {
         Ok(())
     }
 
-    /// Makes sure log `kind`'s head can take `bytes` more without opening a new block (opening
-    /// one now if needed), so that a caller can snapshot the block table first.
-    pub fn ensure_room(&mut self, kind: LogKind, bytes: u32, prio: Priority) -> Result<()> {
+    /// Makes sure log `kind` can take `nodes` more nodes of `node_len` bytes without
+    /// allocating: blocks the current head cannot hold are allocated now and wait in
+    /// `preopened`, so that a caller can snapshot the block table first (the block-table
+    /// pages of a checkpoint describe the blocks they are written to).
+    pub fn ensure_room(
+        &mut self,
+        kind: LogKind,
+        nodes: u32,
+        node_len: u32,
+        prio: Priority,
+    ) -> Result<()> {
         let h = self.head_index(kind);
         let g = self.p.geometry;
-        let slack = if g.kind == FlashKind::Nand {
-            g.page_size
-        } else {
-            self.p.unit()
+        let len = self.p.align(node_len);
+        let bs = g.block_size();
+        // Nodes that fit between offset `off` and the end of a block, keeping one page (NOR:
+        // one program unit) free so that a final flush never has to open a block.
+        let fits = |off: u32| -> u32 {
+            match g.kind {
+                FlashKind::Nand => {
+                    let start = off.div_ceil(g.page_size) * g.page_size;
+                    let pages = (bs.saturating_sub(start) / g.page_size).saturating_sub(1);
+                    pages * (g.page_size / len.max(1))
+                }
+                FlashKind::Nor => bs.saturating_sub(off + self.p.unit()) / len.max(1),
+            }
         };
-        if self.heads[h].is_open() && self.heads[h].off + bytes + slack <= g.block_size() {
-            return Ok(());
+        let per_block = fits(0);
+        if per_block == 0 {
+            return Err(Error::NoSpace);
         }
-        if self.heads[h].is_open() {
-            self.close_head(h)?;
+        let here = if self.heads[h].is_open() {
+            fits(self.heads[h].off)
+        } else {
+            0
+        };
+        let ready = self.preopened[h].len() as u32;
+        let need = nodes.saturating_sub(here).div_ceil(per_block);
+        if need > ready {
+            let more = need - ready;
+            let mut fresh = Vec::with_capacity(more as usize);
+            for _ in 0..more {
+                fresh.push(self.alloc_block(kind, prio)?);
+            }
+            // `open_block` pops from the end: keep the earliest allocated first in line.
+            fresh.reverse();
+            let mut rest = core::mem::take(&mut self.preopened[h]);
+            fresh.extend(rest.drain(..));
+            self.preopened[h] = fresh;
         }
-        self.open_block(h, kind, prio)
+        Ok(())
     }
 
     /// Writes (and makes durable) the session record if this is the session's first program.

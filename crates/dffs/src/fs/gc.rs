@@ -66,7 +66,7 @@ impl<F: Flash> Fs<F> {
                 let before = fs.gc.blocks_collected;
                 let n = fs.gc_work(budget - rep.pages)?;
                 rep.blocks_done += (fs.gc.blocks_collected - before) as u32;
-                if n == 0 {
+                if n == 0 && fs.gc.blocks_collected == before {
                     // Blocked on free space or dirty metadata: a checkpoint releases both.
                     if fs.tx.is_none() {
                         fs.checkpoint_inner(false)?;
@@ -216,14 +216,17 @@ impl<F: Flash> Fs<F> {
             return Ok(false);
         }
         let bs = self.st.p.geometry.block_size();
+        let before = self.gc.blocks_collected;
         let mut progress = false;
         while self.gc.victim.is_some() {
-            if self.gc_work(bs)? == 0 {
+            let n = self.gc_work(bs)?;
+            // Finishing a victim examined to its end by an earlier step takes no page.
+            if n == 0 && self.gc.blocks_collected == before {
                 break;
             }
             progress = true;
         }
-        Ok(progress)
+        Ok(progress || self.gc.blocks_collected > before)
     }
 
     /// Examines up to `budget` pages of the current victim. Returns pages examined.
@@ -242,7 +245,11 @@ impl<F: Flash> Fs<F> {
         while pages < budget {
             // Never take the last free block (a checkpoint needs it to release what was
             // collected), and let a checkpoint write what collection dirtied before going on.
-            if self.st.free_blocks() < 2 || self.dirty_items() > 2 * self.cfg.max_dirty {
+            // (A victim with nothing live needs no room at all.)
+            let needs_room = self.st.blocks[victim as usize].live > 0;
+            if (needs_room && self.st.free_blocks() < 2)
+                || self.dirty_items() > 2 * self.cfg.max_dirty
+            {
                 break;
             }
             if self.gc.pos >= bs {

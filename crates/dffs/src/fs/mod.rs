@@ -371,6 +371,7 @@ impl<F: Flash> Fs<F> {
         self.st.seq = cp.next_seq;
         self.st.cp_number = cp.cp_number + 1;
         self.st.journal_next = cp.journal_next;
+        self.st.journal_last = cp.journal_block;
         self.st.read_only = self.cfg.read_only;
         self.next_tid = cp.next_tid.max(1);
         self.nfiles = cp.files;
@@ -875,8 +876,13 @@ impl<F: Flash> Fs<F> {
         // 3. Inode map.
         self.map.write_dirty(&mut self.st)?;
         // 4. Journal position: replay of the next session starts where the journal head is.
+        // The journal head must keep room for two more pages, so that flushing cannot close
+        // it before its position is recorded (and the next session's marker fits after it).
         let jh = self.st.p.head_of(LogKind::Journal);
-        if !self.st.heads[jh].is_open() || self.st.journal_next == u32::MAX {
+        let g = self.st.p.geometry;
+        let low_room =
+            self.st.heads[jh].is_open() && self.st.heads[jh].off + 2 * g.page_size > g.block_size();
+        if !self.st.heads[jh].is_open() || self.st.journal_next == u32::MAX || low_room {
             if self.st.heads[jh].is_open() {
                 self.st.close_head(jh)?;
             }
@@ -885,15 +891,10 @@ impl<F: Flash> Fs<F> {
         // 5. Block table (provisional data of uncommitted overlays does not count as live in
         //    the durable table: after a power cut it is garbage).
         let p = self.st.p;
-        // The block-table pages must not open a new block after the table is copied.
+        // The block-table pages must not allocate a block after the table is copied.
         let bt_count = p.geometry.blocks.div_ceil(p.bt_entries());
-        let bt_bytes =
-            bt_count * p.align(p.map_page) + bt_count * p.geometry.page_size.min(p.map_page);
-        if bt_bytes + p.geometry.page_size > p.geometry.block_size() {
-            return Err(Error::NoSpace);
-        }
         self.st
-            .ensure_room(LogKind::Map, bt_bytes, Priority::Reserve)?;
+            .ensure_room(LogKind::Map, bt_count, p.map_page, Priority::Reserve)?;
         #[cfg(debug_assertions)]
         if let Err(e) = self.debug_check_blocks() {
             panic!("before serializing the block table: {e}");
