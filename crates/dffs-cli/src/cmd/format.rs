@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
-use super::image::{self, Access, DeviceArgs, Session};
+use super::image::{self, Access, Caches, DeviceArgs, Session};
 use super::{human_bytes, size, CliError};
 
 /// Options of `dffs format`.
@@ -26,7 +26,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let sim = image::device_for_format(&args.image, &args.device)?;
     let sim = image::format_device(&args.image, sim)?;
     // Mount once to report what the new file system offers (and to prove it mounts).
-    let mut s = Session::mount(sim, &args.image, Access::ReadWrite)?;
+    let mut s = Session::mount(sim, &args.image, Access::ReadWrite, Caches::Embedded)?;
     let info = s.fs().info();
     let p = *s.sim().preset();
     s.finish()?;

@@ -56,6 +56,17 @@ pub enum Access {
     ReadWrite,
 }
 
+/// How much RAM the mounted file system may spend on caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caches {
+    /// The library's default configuration, as an embedded system would mount it (what
+    /// `info` measures).
+    Embedded,
+    /// The library's fast configuration, for bulk work on a workstation (`pack`, `unpack`):
+    /// fewer evictions and checkpoints. The mount configuration is not part of the format.
+    Bulk,
+}
+
 /// Looks a preset up by name.
 pub fn named_preset(name: &str) -> Result<Preset, CliError> {
     preset::preset(name)
@@ -245,20 +256,39 @@ pub struct Session {
 }
 
 impl Session {
-    /// Opens the image at `path` and mounts it.
+    /// Opens the image at `path` and mounts it with the embedded configuration.
     pub fn open(path: &Path, access: Access, raw: &RawArgs) -> Result<Session, CliError> {
+        Session::open_with(path, access, raw, Caches::Embedded)
+    }
+
+    /// Opens the image at `path` and mounts it with `caches`.
+    pub fn open_with(
+        path: &Path,
+        access: Access,
+        raw: &RawArgs,
+        caches: Caches,
+    ) -> Result<Session, CliError> {
         let (sim, raw) = open_device(path, raw)?;
-        let mut s = Session::mount(sim, path, access)?;
+        let mut s = Session::mount(sim, path, access, caches)?;
         s.raw = raw;
         Ok(s)
     }
 
     /// Mounts the file system on `sim`, the device of the image at `path`.
-    pub fn mount(sim: SimFlash, path: &Path, access: Access) -> Result<Session, CliError> {
+    pub fn mount(
+        sim: SimFlash,
+        path: &Path,
+        access: Access,
+        caches: Caches,
+    ) -> Result<Session, CliError> {
         let before = sim.stats();
+        let base = match caches {
+            Caches::Embedded => Config::default(),
+            Caches::Bulk => Config::fast(),
+        };
         let cfg = Config {
             read_only: access == Access::ReadOnly,
-            ..Config::default()
+            ..base
         };
         match Fs::mount_with_clock(sim, cfg, Box::new(SystemClock)) {
             Ok(fs) => {

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use clap::Args as ClapArgs;
 use dffs::{Ino, OpenFlags, SetAttr, Time, ROOT_INO};
 
-use super::image::{self, Access, DeviceArgs, Session};
+use super::image::{self, Access, Caches, DeviceArgs, Session};
 use super::progress::Progress;
 use super::{human_bytes, sig3, size, warn, CliError};
 
@@ -233,7 +233,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let sim = image::device_for_format(&args.image, &args.device)?;
     let start = sim.stats();
     let sim = image::format_device(&args.image, sim)?;
-    let mut s = Session::mount(sim, &args.image, Access::ReadWrite)?;
+    let mut s = Session::mount(sim, &args.image, Access::ReadWrite, Caches::Bulk)?;
     let image_name = args.image.display().to_string();
     let mut progress = Progress::new(tree.bytes, true, args.quiet);
 

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use clap::Args as ClapArgs;
 use dffs::{FileKind, Ino, OpenFlags, Stat, ROOT_INO};
 
-use super::image::{join, show, Access, RawArgs, Session};
+use super::image::{join, show, Access, Caches, RawArgs, Session};
 use super::localfs;
 use super::progress::Progress;
 use super::{human_bytes, CliError};
@@ -239,7 +239,7 @@ fn prepare(dir: &Path) -> Result<(), CliError> {
 
 /// Runs `dffs unpack`.
 pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
-    let mut s = Session::open(&args.image, Access::ReadOnly, &args.raw)?;
+    let mut s = Session::open_with(&args.image, Access::ReadOnly, &args.raw, Caches::Bulk)?;
     let root = s.resolve(b"/")?;
     prepare(&args.dir)?;
     let info = s.fs().info();
