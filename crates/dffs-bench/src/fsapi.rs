@@ -255,6 +255,28 @@ pub fn write_file(
     .map_err(|e| e.at(path))
 }
 
+/// [`write_file`], then `fsync` before the close: the file is durable when this returns.
+pub fn write_file_durable(
+    s: &mut dyn Session,
+    path: &str,
+    content: &crate::content::Content,
+    len: u64,
+    io: usize,
+) -> FsResult<()> {
+    let mut buf = vec![0u8; io];
+    s.with_file(path, OpenMode::CREATE, &mut |f| {
+        let mut off = 0u64;
+        while off < len {
+            let n = (io as u64).min(len - off) as usize;
+            content.fill(off, &mut buf[..n]);
+            f.write_at(off, &buf[..n])?;
+            off += n as u64;
+        }
+        f.sync()
+    })
+    .map_err(|e| e.at(path))
+}
+
 /// Reads a whole file in pieces of `io` bytes and checks it against `content` and `len`.
 pub fn verify_file(
     s: &mut dyn Session,

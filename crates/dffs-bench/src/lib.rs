@@ -142,7 +142,8 @@ pub struct Options {
     pub tree: Option<PathBuf>,
     /// rootfs --tree: the device preset.
     pub preset: Option<String>,
-    /// Print progress lines on stderr.
+    /// Print progress lines on stderr (on when stderr is a terminal, or when the environment
+    /// variable `DFFS_BENCH_PROGRESS` is `1`).
     pub progress: bool,
 }
 
@@ -190,7 +191,8 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
         },
         tree: args.tree.clone(),
         preset: args.preset.clone(),
-        progress: std::io::stderr().is_terminal(),
+        progress: std::io::stderr().is_terminal()
+            || std::env::var_os("DFFS_BENCH_PROGRESS").is_some_and(|v| v == "1"),
     };
     let io = |e: std::io::Error| e.to_string();
     let list: Vec<Suite> = if args.suite == Suite::All {

@@ -98,8 +98,10 @@ fn one(
     };
     let meter = Meter::start(d.sim());
     let mut buf = vec![0u8; piece];
+    let mut ram = 0usize;
     d.session(End::Unmount, &mut |s| {
-        s.with_file("/file", OpenMode::CREATE, &mut |f| {
+        s.take_peak_ram();
+        let r = s.with_file("/file", OpenMode::CREATE, &mut |f| {
             let mut off = 0u64;
             while off < len {
                 let n = (piece as u64).min(len - off) as usize;
@@ -111,9 +113,12 @@ fn one(
                 off += n as u64;
             }
             f.sync()
-        })
+        });
+        ram = s.take_peak_ram();
+        r
     })?;
     let m = meter.stop();
+    row.set("ram_bytes", ram);
     m.put(&mut row.metrics, "");
     row.set(
         "write_kb_s",

@@ -1,5 +1,5 @@
 //! Suite `wear` (wear leveling): `nand-slc-128m` filled to 50% with cold data, then a 1 MiB hot
-//! file rewritten (truncated and written anew, 64 KiB writes, closed) until 20 times the device
+//! file rewritten (truncated and written anew, 64 KiB writes, fsync, close) until 20 times the device
 //! capacity has been written. Reports the erase-count distribution of every block as the
 //! simulator counted it (min, mean, max, standard deviation) and the write amplification.
 //!
@@ -13,7 +13,9 @@ use std::io::Write;
 
 use crate::content::Content;
 use crate::devices::{describe, device_preset, round, Meter};
-use crate::fsapi::{verify_file, write_file, Driver, End, FsError, FsResult, OpenMode};
+use crate::fsapi::{
+    verify_file, write_file, write_file_durable, Driver, End, FsError, FsResult, OpenMode,
+};
 use crate::report::{table, Column, Row, SuiteReport};
 use crate::suites::{pair, progress};
 use crate::{Options, Scale};
@@ -100,7 +102,7 @@ fn one(d: &mut dyn Driver, p: &Params, row: &mut Row) -> FsResult<()> {
     let mut failed: Option<FsError> = None;
     d.session(End::Unmount, &mut |s| {
         for k in 0..rewrites {
-            if let Err(e) = write_file(s, "/hot", &hot(k), p.hot, 65536, OpenMode::CREATE) {
+            if let Err(e) = write_file_durable(s, "/hot", &hot(k), p.hot, 65536) {
                 // Report what was done up to here; the row is marked failed below.
                 failed = Some(e);
                 break;
