@@ -47,6 +47,8 @@ enum Command {
     Mv(cmd::mv::Args),
     /// Show what an image's device and file system are and hold, and what mounting costs.
     Info(cmd::info::Args),
+    /// Check an image's file system for consistency (read-only).
+    Fsck(cmd::fsck::Args),
     /// List the simulated flash devices with their geometry and raw throughput limits.
     Presets(cmd::presets::Args),
 }
@@ -64,6 +66,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Mkdir(args) => cmd::mkdir::run(&args, out),
         Command::Mv(args) => cmd::mv::run(&args, out),
         Command::Info(args) => cmd::info::run(&args, out),
+        Command::Fsck(args) => cmd::fsck::run(&args, out),
         Command::Presets(args) => cmd::presets::run(&args, out),
     }
 }
@@ -129,6 +132,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // A closed pipe (`dffs presets | head`) is not an error worth reporting.
         Err(CliError::BrokenPipe) => ExitCode::SUCCESS,
+        Err(CliError::Status { code, message }) => {
+            eprintln!("dffs: {message}");
+            ExitCode::from(code)
+        }
         Err(e) => {
             eprintln!("dffs: {e}");
             ExitCode::FAILURE

@@ -11,6 +11,7 @@ use std::path::Path;
 
 pub mod cat;
 pub mod format;
+pub mod fsck;
 pub mod get;
 pub mod image;
 pub mod info;
@@ -32,6 +33,14 @@ pub enum CliError {
     BrokenPipe,
     /// Any other failure, already worded for the user.
     Message(String),
+    /// A finding rather than a failure (e.g. `fsck` found errors): the message and a specific
+    /// exit status.
+    Status {
+        /// Exit status.
+        code: u8,
+        /// The one line to print.
+        message: String,
+    },
 }
 
 impl CliError {
@@ -73,6 +82,7 @@ impl fmt::Display for CliError {
         match self {
             CliError::BrokenPipe => f.write_str("broken pipe"),
             CliError::Message(m) => f.write_str(m),
+            CliError::Status { message, .. } => f.write_str(message),
         }
     }
 }
