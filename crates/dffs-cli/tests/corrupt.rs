@@ -33,8 +33,18 @@ fn small_image(dir: &Path) -> PathBuf {
 }
 
 /// Runs `ls`, `info`, `cat` on an image and checks each either succeeds with true values or
-/// fails with one clean line. Returns how many failed.
+/// fails with one clean line; and that `fsck` finds the damage whenever a read meets it.
+/// Returns how many failed.
 fn probe(img: &Path, what: &str) -> usize {
+    let fsck = dffs(&["fsck", s(img), "--json"]);
+    assert_no_panic(&fsck.stderr);
+    assert!(
+        fsck.code == 0 || fsck.code == 4,
+        "{what}: fsck exit {} ({})",
+        fsck.code,
+        fsck.stderr
+    );
+    let fsck_clean = fsck.code == 0;
     let mut failed = 0;
     let runs = [
         dffs(&["ls", s(img), "/data"]),
@@ -42,6 +52,12 @@ fn probe(img: &Path, what: &str) -> usize {
         dffs(&["cat", s(img), "/data/file-1"]),
     ];
     for (i, r) in runs.into_iter().enumerate() {
+        if r.code != 0 && fsck_clean {
+            panic!(
+                "{what}: fsck said clean but {r_stderr}",
+                r_stderr = r.stderr
+            );
+        }
         if r.code != 0 {
             assert_eq!(r.code, 1, "{what}: exit code {} ({})", r.code, r.stderr);
             assert_one_error_line(&r.stderr);
@@ -56,6 +72,13 @@ fn probe(img: &Path, what: &str) -> usize {
                     assert!(
                         ["file-0", "file-1", "file-2"].contains(&name),
                         "{what}: ls listed {name:?}"
+                    );
+                }
+                if fsck_clean {
+                    assert_eq!(
+                        r.out(),
+                        "file-0\nfile-1\nfile-2\n",
+                        "{what}: fsck said clean"
                     );
                 }
             }

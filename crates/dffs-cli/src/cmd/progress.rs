@@ -25,7 +25,7 @@ impl Progress {
     pub fn new(total: u64, bytes: bool, quiet: bool) -> Progress {
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
         let template = if bytes {
-            "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({eta}) {msg}"
+            "{spinner} [{elapsed_precise}] {wide_bar} {decimal_bytes}/{decimal_total_bytes} ({eta}) {msg}"
         } else {
             "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} entries ({eta}) {msg}"
         };
