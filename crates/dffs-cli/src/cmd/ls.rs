@@ -18,7 +18,7 @@ use super::{utc_minutes, CliError};
 pub struct Args {
     /// Image file.
     pub image: PathBuf,
-    /// Directory (or file) inside the image; default `/`.
+    /// Directory (or file) inside the image.
     #[arg(default_value = "/")]
     pub path: PathBuf,
     /// Long listing: mode, links, owner, group, size, modification time (UTC), name.
