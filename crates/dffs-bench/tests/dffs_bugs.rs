@@ -1,7 +1,7 @@
-//! Minimal reproductions of DFFS bugs the benchmark suites ran into. Each is ignored (with the
-//! reason) until the DFFS core fixes it: run them with `cargo test -p dffs-bench --test
-//! dffs_bugs -- --ignored`. They use only DFFS's public API and the simulator (plus the bench
-//! crate's deterministic content), so they can move into `crates/dffs/tests` as they are.
+//! Minimal reproductions of DFFS bugs the benchmark suites ran into, kept as regression tests
+//! once the DFFS core fixed them (a new one is added `#[ignore = "dffs bug: ..."]` until it is
+//! fixed). They use only DFFS's public API and the simulator (plus the bench crate's
+//! deterministic content), so they can move into `crates/dffs/tests` as they are.
 
 use dffs::{FormatOptions, Fs};
 use dffs_bench::content::Content;
@@ -10,11 +10,10 @@ use dffs_bench::dffs_fs::DffsDriver;
 use dffs_bench::fsapi::{verify_file, write_file, Driver, End, OpenMode};
 
 /// `nor-qspi-16m` with its 4 KiB erase sectors (the usual littlefs configuration, and the
-/// brief's raw NOR limit) cannot be formatted: the checkpoint's block table must fit in one
-/// erase block, which fails from 256 sectors (1 MiB) up. Found by the `nor` suite, which falls
-/// back to 64 KiB block erases for DFFS.
+/// brief's raw NOR limit) could not be formatted: the checkpoint's block table had to fit in one
+/// erase block, which failed from 256 sectors (1 MiB) up. Found by the `nor` suite (which falls
+/// back to 64 KiB block erases for DFFS when this fails); passes at 1269459 (a204f7d).
 #[test]
-#[ignore = "dffs bug: format of NOR with 4 KiB erase sectors fails with NoSpace from 256 sectors"]
 fn nor_4k_sectors_format() {
     for kib in [1024u64, 2048, 16384] {
         let p = device_preset("nor-qspi-16m", Some(kib << 10)).unwrap();
@@ -24,14 +23,14 @@ fn nor_4k_sectors_format() {
     }
 }
 
-/// Files written and fsynced before a power cut are gone after the next mount. On a 128 MiB
+/// Files written and fsynced before a power cut were gone after the next mount. On a 128 MiB
 /// `nand-mlc-1g` partition holding 2,500 files of 4 KiB in 100 directories (cleanly
 /// unmounted), a session creates 8 files of 4 KiB and fsyncs each, then writes a 1 MiB file and
-/// the power is cut after 64 programs of it. After the next mount all 8 synced files are
-/// NotFound (the 2,500 older files are fine). With 2,000, 2,400 or 3,000 files it does not
-/// happen: it depends on where the checkpoint and journal stand. Found by the `mount` suite.
+/// the power is cut after 64 programs of it. After the next mount all 8 synced files were
+/// NotFound (the 2,500 older files were fine). With 2,000, 2,400 or 3,000 files it did not
+/// happen: it depends on where the checkpoint and journal stand. Found by the `mount` suite;
+/// passes at 1269459 (a204f7d).
 #[test]
-#[ignore = "dffs bug: fsynced files lost after a power cut (NotFound after remount)"]
 fn synced_files_survive_a_power_cut() {
     let p = device_preset("nand-mlc-1g", Some(128 << 20)).unwrap();
     let sim = new_device(p).unwrap();
@@ -90,12 +89,11 @@ fn synced_files_survive_a_power_cut() {
 }
 
 /// Rewriting one file (truncate at open, write 1 MiB, close) on an empty 16 MiB `nand-slc-128m`
-/// partition fails with NoSpace at the 17th rewrite, although the file system holds 1 MiB:
-/// the space of the truncated versions is never given back (df says 0.4 MB used). On the whole
-/// 128 MiB device half full of cold files it fails at the 62nd rewrite. Found by the `wear`
-/// suite.
+/// partition failed with NoSpace at the 17th rewrite, although the file system held 1 MiB:
+/// the space of the truncated versions was never given back (df said 0.4 MB used). On the whole
+/// 128 MiB device half full of cold files it failed at the 62nd rewrite. Found by the `wear`
+/// suite; passes at 1269459.
 #[test]
-#[ignore = "dffs bug: space of truncated file versions is not reclaimed (NoSpace on rewrite)"]
 fn rewriting_a_file_does_not_run_out_of_space() {
     let p = device_preset("nand-slc-128m", Some(16 << 20)).unwrap();
     let mut d = DffsDriver::new(new_device(p).unwrap());
