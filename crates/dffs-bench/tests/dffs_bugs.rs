@@ -108,3 +108,37 @@ fn rewriting_a_file_does_not_run_out_of_space() {
     })
     .unwrap();
 }
+
+/// On NOR with 4 KiB erase sectors, synced overwrites inside a file run out of space: on a
+/// 2 MiB `nor-qspi-16m` partition (512 sectors) holding one 1 MiB file, 4 KiB writes at offsets
+/// 0, 4 KiB, 8 KiB… each followed by fsync fail with NoSpace from the 16th on, and so does the
+/// close. On the whole 16 MiB device it happens after 176 overwrites of an 8 MiB file, or 1,761
+/// of a 1 MiB file: the overwritten versions are not reclaimed. Found by the `nor` suite (with
+/// 64 KiB block erases the same workload runs).
+#[test]
+#[ignore = "dffs bug: synced overwrites on NOR with 4 KiB sectors fail with NoSpace"]
+fn nor_4k_overwrites_do_not_run_out_of_space() {
+    let p = device_preset("nor-qspi-16m", Some(2 << 20)).unwrap();
+    let mut d = DffsDriver::new(new_device(p).unwrap());
+    d.format().unwrap();
+    d.session(End::Unmount, &mut |s| {
+        write_file(
+            s,
+            "/t",
+            &Content::random(1),
+            1 << 20,
+            65536,
+            OpenMode::CREATE,
+        )?;
+        s.with_file("/t", OpenMode::RW, &mut |f| {
+            for i in 0..64u64 {
+                let buf = Content::random(100 + i).bytes(0, 4096);
+                f.write_at(i * 4096, &buf)
+                    .and_then(|()| f.sync())
+                    .map_err(|e| e.at(&format!("overwrite {i}")))?;
+            }
+            Ok(())
+        })
+    })
+    .unwrap();
+}
