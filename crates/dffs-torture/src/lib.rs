@@ -770,6 +770,8 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
         log_archives: Vec::new(),
         max_file: (dev_bytes / 16).clamp(4096, 256 * 1024),
     };
+    // Debugging aid: `DFFS_CHECK_EACH=1` runs fsck after every step of a run without a cut.
+    let check_each = std::env::var_os("DFFS_CHECK_EACH").is_some();
     for step in 0..opts.steps {
         match ex.step(opts.workload) {
             Ok(()) => {}
@@ -786,6 +788,17 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
             }
             Err(Stop::Fatal(m)) => return Err(format!("step {step}: {m}")),
         }
+        if let (Ok(b), Some(fs)) = (std::env::var("DFFS_DEBUG_BLOCK"), ex.fs.as_ref()) {
+            eprintln!("step {step}: {}", fs.debug_block(b.parse().unwrap_or(0)));
+        }
+        if check_each && cut.is_none() {
+            if let Some(fs) = ex.fs.as_mut() {
+                let rep = fs.fsck().map_err(|e| format!("step {step}: fsck: {e:?}"))?;
+                if !rep.is_clean() {
+                    return Err(format!("step {step}: fsck: {:?}", rep.errors));
+                }
+            }
+        }
         if let Some(fs) = ex.fs.as_ref() {
             if !fs.flash().is_powered() {
                 // The cut happened inside an operation that swallowed nothing: treat as cut.
@@ -798,8 +811,14 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
     // No cut: the final state must survive a clean remount.
     let fs = ex.fs.take().expect("mounted");
     let ops = fs.flash().program_erase_ops() - base;
+    if let Ok(b) = std::env::var("DFFS_DEBUG_BLOCK") {
+        eprintln!("before unmount: {}", fs.debug_block(b.parse().unwrap_or(0)));
+    }
     let dev = fs.unmount().map_err(|e| format!("unmount: {e:?}"))?;
     let mut fs = Fs::mount(dev, opts.config).map_err(|e| format!("final mount: {e:?}"))?;
+    if let Ok(b) = std::env::var("DFFS_DEBUG_BLOCK") {
+        eprintln!("after mount: {}", fs.debug_block(b.parse().unwrap_or(0)));
+    }
     let rep = fs.fsck().map_err(|e| format!("final fsck: {e:?}"))?;
     if !rep.is_clean() {
         return Err(format!("final fsck: {:?}", rep.errors));

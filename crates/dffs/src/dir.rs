@@ -437,6 +437,16 @@ impl Dirs {
                 .sum::<usize>()
     }
 
+    /// Number of cached items.
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.cache.is_empty()
+    }
+
     /// Number of dirty items.
     pub fn dirty_count(&self) -> usize {
         self.cache.iter().filter(|c| c.dirty).count()
@@ -477,6 +487,26 @@ impl Dirs {
                 .iter()
                 .enumerate()
                 .filter(|(_, c)| !c.dirty && c.ino != keep)
+                .min_by_key(|(_, c)| c.used)
+                .map(|(i, _)| i);
+            match v {
+                Some(i) => {
+                    self.cache.swap_remove(i);
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Evicts clean items, least recently used first, down to the budget (between
+    /// operations: positions in the cache held during an operation become invalid).
+    pub fn trim(&mut self) {
+        while self.cache.len() > self.cache_max {
+            let v = self
+                .cache
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| !c.dirty)
                 .min_by_key(|(_, c)| c.used)
                 .map(|(i, _)| i);
             match v {

@@ -30,7 +30,8 @@ pub use error::{Error, Result};
 pub use flash::{EccStatus, Flash, FlashError, FlashKind, Geometry, NorFlashDevice};
 pub use fs::io_types::Fh;
 pub use fs::{
-    Config, DirEntry, FileKind, Fs, FsckReport, GcReport, Info, OpenFlags, SetAttr, Stat, StatFs,
+    Activity, Config, DirEntry, FileKind, Fs, FsckReport, GcReport, Info, OpenFlags, SetAttr, Stat,
+    StatFs,
 };
 pub use layout::{Addr, FormatOptions, Params};
 pub use types::{Attrs, Clock, Ino, NoClock, Time, ROOT_INO};

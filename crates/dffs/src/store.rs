@@ -741,7 +741,7 @@ impl<F: Flash> Store<F> {
             // `open_block` pops from the end: keep the earliest allocated first in line.
             fresh.reverse();
             let mut rest = core::mem::take(&mut self.preopened[h]);
-            fresh.extend(rest.drain(..));
+            fresh.append(&mut rest);
             self.preopened[h] = fresh;
         }
         Ok(())

@@ -85,7 +85,11 @@ impl<F: Flash> Fs<F> {
 
     /// Background collection after an operation: a bounded step when free blocks run low.
     pub(crate) fn gc_background(&mut self) -> Result<()> {
-        let low = self.st.reserve_blocks() + self.st.p.head_count() as u32 + 2;
+        // Start early enough that bounded steps keep up with the writes.
+        let low = self.st.reserve_blocks()
+            + self.st.p.head_count() as u32
+            + 2
+            + (self.st.p.geometry.blocks / 32).max(4);
         if self.st.free_blocks() > low && self.gc.victim.is_none() && !self.wl_due() {
             return Ok(());
         }
@@ -94,8 +98,13 @@ impl<F: Flash> Fs<F> {
         }
         let step = self.cfg.gc_step;
         self.gc_work(step)?;
-        if self.st.free_blocks() <= low
-            && self.st.pending_blocks() > 0
+        // Collected blocks come back with the next checkpoint: take one when they are many
+        // or when the free pool runs dry.
+        let urgent_low = self.st.reserve_blocks() + self.st.p.head_count() as u32 + 2;
+        let pending = self.st.pending_blocks();
+        if pending > 0
+            && (self.st.free_blocks() <= urgent_low
+                || pending >= (self.st.p.geometry.blocks / 64).max(2))
             && self.tx.is_none()
             && !self.replaying
         {
@@ -111,12 +120,18 @@ impl<F: Flash> Fs<F> {
         self.st.free_blocks() > low && self.wl_candidate().is_some()
     }
 
+    /// The coldest used block, when static wear leveling should move it: the erase-count
+    /// spread of the blocks in circulation (anchors and bad blocks aside) passes the
+    /// threshold, and no free block is young enough for dynamic leveling to catch up alone.
     fn wl_candidate(&self) -> Option<u32> {
         let (mut mn, mut mx, mut sum, mut n) = (u32::MAX, 0u32, 0u64, 0u64);
+        let mut young_free = u32::MAX;
         let mut cand = None;
         for (i, e) in self.st.blocks.iter().enumerate() {
-            if e.state() == BlockState::Bad {
-                continue;
+            match e.state() {
+                BlockState::Bad | BlockState::Anchor => continue,
+                BlockState::Free | BlockState::Erased => young_free = young_free.min(e.ec),
+                _ => {}
             }
             mx = mx.max(e.ec);
             sum += e.ec as u64;
@@ -129,8 +144,8 @@ impl<F: Flash> Fs<F> {
         if n == 0 {
             return None;
         }
-        let mean = sum as f64 / n as f64;
-        if mx.saturating_sub(mn) > wl_threshold(mean) {
+        let th = wl_threshold(sum as f64 / n as f64);
+        if mx.saturating_sub(mn) > th && young_free.saturating_sub(mn) > th / 2 {
             cand
         } else {
             None
@@ -167,10 +182,13 @@ impl<F: Flash> Fs<F> {
                 continue;
             }
             let age = (now.wrapping_sub(e.age()) & 0xFF_FFFF) as f64 + 1.0;
+            // Moving a live file inode rewrites the directory page that points to it as well:
+            // inode blocks are worth collecting only when little of them is live.
+            let c = if e.kind() == LogKind::Inode { 8.0 } else { 1.0 };
             let score = if urgent {
-                1.0 - u
+                (1.0 - u) / (1.0 + u * (c - 1.0))
             } else {
-                (1.0 - u) * age / (1.0 + u)
+                (1.0 - u) * age / (1.0 + u * c)
             };
             if best.is_none_or(|(s, _)| score > s) {
                 best = Some((score, i as u32));
@@ -247,10 +265,17 @@ impl<F: Flash> Fs<F> {
             // collected), and let a checkpoint write what collection dirtied before going on.
             // (A victim with nothing live needs no room at all.)
             let needs_room = self.st.blocks[victim as usize].live > 0;
-            if (needs_room && self.st.free_blocks() < 2)
-                || self.dirty_items() > 2 * self.cfg.max_dirty
-            {
+            if needs_room && self.st.free_blocks() < 2 {
                 break;
+            }
+            if self.dirty_items() > 2 * self.cfg.max_dirty {
+                if self.tx.is_some() || self.replaying {
+                    break;
+                }
+                self.checkpoint_inner(false)?;
+                if self.st.blocks[victim as usize].state() != BlockState::Used {
+                    break;
+                }
             }
             if self.gc.pos >= bs {
                 self.finish_victim(victim);

@@ -202,8 +202,24 @@ pub struct Info {
     pub recovered: bool,
 }
 
+/// Work the file system has done since it was mounted (for benchmarks and diagnostics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// Blocks garbage collection finished.
+    pub gc_blocks: u64,
+    /// Bytes garbage collection copied.
+    pub gc_moved_bytes: u64,
+    /// Blocks moved by static wear leveling.
+    pub wl_moves: u64,
+    /// Device operations issued.
+    pub ops: OpCounts,
+}
+
 /// A mounted DFFS file system on flash device `F`.
 pub struct Fs<F: Flash> {
+    pub(crate) checkpoints: u64,
     pub(crate) st: Store<F>,
     pub(crate) map: InodeMap,
     pub(crate) dirs: Dirs,
@@ -328,6 +344,7 @@ impl<F: Flash> Fs<F> {
             recovered: false,
             broken: None,
             bt_pages: Vec::new(),
+            checkpoints: 0,
             tick: 0,
             replaying: false,
             journal_garbage: false,
@@ -365,6 +382,10 @@ impl<F: Flash> Fs<F> {
 
     /// Reads the newest checkpoint, the block table, and replays the journal.
     fn load(&mut self) -> Result<()> {
+        // A reload (transaction abort) forgets the collection in progress: what it moved was
+        // in RAM only, and the victim is whole again in the reloaded block table.
+        self.gc.victim = None;
+        self.gc.pos = 0;
         let (cp, pos) = checkpoint::find_newest(&mut self.st)?;
         let p = cp.params;
         self.st.p = p;
@@ -819,9 +840,30 @@ impl<F: Flash> Fs<F> {
         if let Some(e) = self.broken {
             return Err(e);
         }
-        match f(self) {
+        let r = match f(self) {
             Err(Error::PowerLoss) => self.fail(Error::PowerLoss),
             r => r,
+        };
+        self.trim_caches();
+        r
+    }
+
+    /// Evicts clean cached items beyond the configured budgets (between operations, when no
+    /// operation holds a position in a cache).
+    pub(crate) fn trim_caches(&mut self) {
+        self.dirs.trim();
+        let mut clean = self.files.values().filter(|c| !c.dirty).count();
+        while clean > self.cfg.inode_cache {
+            let Some((&victim, _)) = self
+                .files
+                .iter()
+                .filter(|(_, c)| !c.dirty)
+                .min_by_key(|(_, c)| c.used)
+            else {
+                break;
+            };
+            self.files.remove(&victim);
+            clean -= 1;
         }
     }
 
@@ -957,6 +999,7 @@ impl<F: Flash> Fs<F> {
         };
         self.anchor = checkpoint::write(&mut self.st, &cp, Some(self.anchor))?;
         self.st.cp_number += 1;
+        self.checkpoints += 1;
         // 7. What the previous checkpoint needed is free now.
         for b in 0..nblocks {
             let e = self.st.blocks[b as usize];
@@ -1071,6 +1114,17 @@ impl<F: Flash> Fs<F> {
     /// Device operations issued since mount started.
     pub fn op_counts(&self) -> OpCounts {
         self.st.m.counts
+    }
+
+    /// Work done since mount: checkpoints, garbage collection, device operations.
+    pub fn activity(&self) -> Activity {
+        Activity {
+            checkpoints: self.checkpoints,
+            gc_blocks: self.gc.blocks_collected,
+            gc_moved_bytes: self.gc.moved_bytes,
+            wl_moves: self.gc.wl_moves,
+            ops: self.op_counts(),
+        }
     }
 
     /// Format parameters.
@@ -1370,6 +1424,72 @@ impl<F: Flash> Fs<F> {
             + self.handles.capacity() * core::mem::size_of::<Option<io::Handle>>()
             + self.dcache.ram_bytes()
             + self.bt_pages.capacity() * 4
+    }
+
+    /// Where the RAM is (for diagnostics; the format of the string is not stable).
+    #[doc(hidden)]
+    pub fn debug_ram_summary(&self) -> alloc::string::String {
+        alloc::format!(
+            "store {} map {} dirs {} ({} items, {} dirty) index {} files {} ({} cached, {} dirty) inos {} ({}) dcache {}",
+            self.st.ram_bytes(),
+            self.map.ram_bytes(),
+            self.dirs.ram_bytes(),
+            self.dirs.len(),
+            self.dirs.dirty_count(),
+            self.icache.ram_bytes(),
+            self.files.values().map(|c| core::mem::size_of::<CachedFile>() + c.node.name.capacity() + c.node.content.ram_bytes() + 32).sum::<usize>(),
+            self.files.len(),
+            self.files.values().filter(|c| c.dirty).count(),
+            self.inos.values().map(|o| o.ram_bytes()).sum::<usize>(),
+            self.inos.len(),
+            self.dcache.ram_bytes(),
+        )
+    }
+
+    /// One block's table entry (for diagnostics; the format is not stable).
+    #[doc(hidden)]
+    pub fn debug_block(&self, b: u32) -> alloc::string::String {
+        match self.st.blocks.get(b as usize) {
+            Some(e) => {
+                alloc::format!(
+                "block {b}: {:?}/{:?} live {} ec {} age {}; heads {:?}; journal_next {} last {}",
+                e.state(),
+                e.kind(),
+                e.live,
+                e.ec,
+                e.age(),
+                self.st.heads.iter().map(|h| (h.block, h.off)).collect::<Vec<_>>(),
+                self.st.journal_next,
+                self.st.journal_last
+            )
+            }
+            None => alloc::format!("block {b}: out of range"),
+        }
+    }
+
+    /// Block states and live bytes per log (for diagnostics; the format is not stable).
+    #[doc(hidden)]
+    pub fn debug_block_summary(&self) -> alloc::string::String {
+        use core::fmt::Write;
+        let mut counts = BTreeMap::new();
+        for e in &self.st.blocks {
+            let k = alloc::format!("{:?}/{:?}", e.state(), e.kind());
+            let v = counts.entry(k).or_insert((0u32, 0u64));
+            v.0 += 1;
+            v.1 += e.live as u64;
+        }
+        let mut out = alloc::string::String::new();
+        for (k, (n, live)) in counts {
+            let _ = write!(out, "{k}: {n} blocks, {} KiB live; ", live >> 10);
+        }
+        let _ = write!(
+            out,
+            "reserve {} free {} pending {}",
+            self.st.reserve_blocks(),
+            self.st.free_blocks(),
+            self.st.pending_blocks()
+        );
+        out
     }
 
     /// Space figures.
