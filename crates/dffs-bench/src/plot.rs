@@ -62,6 +62,49 @@ fn points(rep: &SuiteReport, fs: &str, case: &str, x: &str, y: &str) -> Vec<(f64
     v
 }
 
+/// The NOR series: one per file system and erase size (DFFS may have run on two).
+fn nor_series(rep: &SuiteReport, case: &str, x: &str) -> Vec<Series> {
+    let mut out = Vec::new();
+    for fs in ["dffs", "littlefs", "raw"] {
+        let mut sizes: Vec<u64> = rep
+            .results
+            .iter()
+            .filter(|r| r.fs == fs && r.case == case)
+            .filter_map(|r| r.params.get("erase_size").and_then(|v| v.as_u64()))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for (i, es) in sizes.iter().enumerate() {
+            let mut pts: Vec<(f64, f64, bool)> = rep
+                .results
+                .iter()
+                .filter(|r| r.fs == fs && r.case == case)
+                .filter(|r| r.params.get("erase_size").and_then(|v| v.as_u64()) == Some(*es))
+                .filter_map(|r| Some((param(r, x)?, r.num("kb_s")?, !r.ok)))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if pts.is_empty() {
+                continue;
+            }
+            let name = if fs == "raw" {
+                format!("raw, {} KiB erase", es / 1024)
+            } else {
+                format!("{fs}, {} KiB erase", es / 1024)
+            };
+            out.push(Series {
+                name,
+                color: match (fs, i) {
+                    ("raw", 0) => RAW,
+                    ("raw", _) => RGBColor(160, 160, 160),
+                    (f, i) => color(f, i > 0),
+                },
+                points: pts,
+            });
+        }
+    }
+    out
+}
+
 fn nor(rep: &SuiteReport, dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for (case, title) in [
@@ -70,14 +113,7 @@ fn nor(rep: &SuiteReport, dir: &Path) -> Result<Vec<PathBuf>, String> {
         ("seq_read", "Sequential read, NOR"),
         ("rand_read", "Random read, NOR"),
     ] {
-        let series: Vec<Series> = ["dffs", "littlefs", "raw"]
-            .iter()
-            .map(|fs| Series {
-                name: fs.to_string(),
-                color: color(fs, false),
-                points: points(rep, fs, case, "access_size", "kb_s"),
-            })
-            .collect();
+        let series = nor_series(rep, case, "access_size");
         let path = dir.join(format!("nor_{case}.svg"));
         chart(
             &path,
@@ -90,14 +126,7 @@ fn nor(rep: &SuiteReport, dir: &Path) -> Result<Vec<PathBuf>, String> {
         )?;
         out.push(path);
     }
-    let series: Vec<Series> = ["dffs", "littlefs", "raw"]
-        .iter()
-        .map(|fs| Series {
-            name: fs.to_string(),
-            color: color(fs, false),
-            points: points(rep, fs, "rand_write_fill", "fill_pct", "kb_s"),
-        })
-        .collect();
+    let series = nor_series(rep, "rand_write_fill", "fill_pct");
     let path = dir.join("nor_rand_write_fill.svg");
     chart(
         &path,
@@ -271,7 +300,7 @@ fn chart(
 ) -> Result<(), String> {
     // The raw limit first, so the file systems' lines are drawn over it.
     let mut ordered: Vec<&Series> = series.iter().collect();
-    ordered.sort_by_key(|s| s.name != "raw");
+    ordered.sort_by_key(|s| !s.name.starts_with("raw"));
     let legend_at = if !ylog && !xlog {
         SeriesLabelPosition::UpperRight
     } else if !ylog {
