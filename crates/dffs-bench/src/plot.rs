@@ -50,18 +50,6 @@ fn param(r: &Row, k: &str) -> Option<f64> {
     r.params.get(k).and_then(|v| v.as_f64())
 }
 
-fn points(rep: &SuiteReport, fs: &str, case: &str, x: &str, y: &str) -> Vec<(f64, f64, bool)> {
-    let mut v: Vec<(f64, f64, bool)> = rep
-        .results
-        .iter()
-        .filter(|r| r.fs == fs && r.case == case)
-        .filter_map(|r| Some((param(r, x)?, r.num(y)?, !r.ok)))
-        .collect();
-    v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    v.dedup_by(|a, b| a.0 == b.0);
-    v
-}
-
 /// The NOR series: one per file system and erase size (DFFS may have run on two).
 fn nor_series(rep: &SuiteReport, case: &str, x: &str) -> Vec<Series> {
     let mut out = Vec::new();
