@@ -22,7 +22,7 @@ struct Cli {
     command: Command,
 }
 
-/// The subcommands (`mount`, `bench` and `torture` are still to come).
+/// The subcommands.
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Create (or reformat) an image with an empty file system.
@@ -51,6 +51,10 @@ enum Command {
     Fsck(cmd::fsck::Args),
     /// List the simulated flash devices with their geometry and raw throughput limits.
     Presets(cmd::presets::Args),
+    /// Cut the power at many points of random workloads and check every guarantee after each.
+    Torture(cmd::torture::Args),
+    /// Run the seed experiments, DFFS beside littlefs on the same simulated device.
+    Bench(cmd::bench::Args),
 }
 
 fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
@@ -68,6 +72,8 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Info(args) => cmd::info::run(&args, out),
         Command::Fsck(args) => cmd::fsck::run(&args, out),
         Command::Presets(args) => cmd::presets::run(&args, out),
+        Command::Torture(args) => cmd::torture::run(&args, out),
+        Command::Bench(args) => cmd::bench::run(&args, out),
     }
 }
 

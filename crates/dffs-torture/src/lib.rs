@@ -705,6 +705,11 @@ impl Exec {
                 90..=94 => self.sync(),
                 _ => self.remount(),
             },
+            // Until the device has refused a write, deletions are rare, so that the workload
+            // really reaches a full device; after that it churns at the edge.
+            Workload::Full if self.nospace == 0 && r >= 70 && r < 93 && self.rng.below(4) > 0 => {
+                self.sync()
+            }
             Workload::Full => match r {
                 0..=4 => self.create(false),
                 5..=69 => {

@@ -9,6 +9,7 @@ use std::fmt;
 use std::io;
 use std::path::Path;
 
+pub mod bench;
 pub mod cat;
 pub mod format;
 pub mod fsck;
@@ -24,6 +25,7 @@ pub mod presets;
 pub mod progress;
 pub mod put;
 pub mod rm;
+pub mod torture;
 pub mod unpack;
 
 /// Why a subcommand failed; displayed as one line.
