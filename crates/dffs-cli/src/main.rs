@@ -51,6 +51,8 @@ enum Command {
     Fsck(cmd::fsck::Args),
     /// List the simulated flash devices with their geometry and raw throughput limits.
     Presets(cmd::presets::Args),
+    /// Mount an image's file system over FUSE (until unmounted; prints its flash cost).
+    Mount(cmd::mount::Args),
     /// Cut the power at many points of random workloads and check every guarantee after each.
     Torture(cmd::torture::Args),
     /// Run the seed experiments, DFFS beside littlefs on the same simulated device.
@@ -72,6 +74,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Command::Info(args) => cmd::info::run(&args, out),
         Command::Fsck(args) => cmd::fsck::run(&args, out),
         Command::Presets(args) => cmd::presets::run(&args, out),
+        Command::Mount(args) => cmd::mount::run(&args, out),
         Command::Torture(args) => cmd::torture::run(&args, out),
         Command::Bench(args) => cmd::bench::run(&args, out),
     }

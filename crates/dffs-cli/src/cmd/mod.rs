@@ -19,6 +19,7 @@ pub mod info;
 pub mod localfs;
 pub mod ls;
 pub mod mkdir;
+pub mod mount;
 pub mod mv;
 pub mod pack;
 pub mod presets;
