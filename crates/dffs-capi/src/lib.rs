@@ -48,6 +48,7 @@ mod fs;
 mod heap;
 mod panic;
 mod types;
+pub mod workload;
 
 pub use dir::*;
 pub use file::*;

@@ -1,0 +1,331 @@
+//! The standard small workload by which DFFS's RAM is measured, run through this C API exactly
+//! as C firmware would call it, on a RAM-backed NOR device: format, mount, mkdir, create,
+//! write, synced overwrite, read back, rename, stat, list a directory, unmount. The firmware
+//! example (`examples/firmware`), `dffs info --ram` and `scripts/footprint.sh` all run this one
+//! workload, so their figures describe the same thing.
+//!
+//! It owns only the workload, the RAM NOR device it runs on and the heap figures it reads from
+//! the counting allocator (`heap`). It must never allocate on its own behalf between the
+//! measurement points (the device memory is the caller's), never print, and never be called
+//! from C (it is a Rust API: nothing here is `#[no_mangle]`).
+
+use core::ffi::{c_char, c_int, c_void, CStr};
+use core::ptr;
+
+use crate::dir::{dffs_dir_close, dffs_dir_open, dffs_dir_read};
+use crate::file::{
+    dffs_file_close, dffs_file_open, dffs_file_read, dffs_file_seek, dffs_file_sync,
+    dffs_file_write,
+};
+use crate::fs::{
+    dffs_format, dffs_mkdir, dffs_mount, dffs_ram_bytes, dffs_ram_estimate, dffs_rename, dffs_stat,
+    dffs_t, dffs_unmount,
+};
+use crate::heap::{dffs_heap_current, dffs_heap_peak, dffs_heap_reset_peak};
+use crate::types::*;
+
+/// Bytes the workload writes to its file (a few NOR pages, not a multiple of one).
+const WORKLOAD_FILE_BYTES: usize = 3000;
+
+/// The figures one run of [`run`] measured. Heap figures are what the library's counting
+/// allocator handed out (zero unless this crate's `global-allocator` feature installed it),
+/// relative to what was allocated when the run started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Figures {
+    /// `dffs_ram_estimate` of the configuration: the bound the library plans for.
+    pub estimate: usize,
+    /// Heap held right after `dffs_mount` returned.
+    pub heap_after_mount: usize,
+    /// Most heap held at once while formatting (a factory or first-boot step).
+    pub heap_peak_format: usize,
+    /// Most heap held at once from mount to unmount (both included).
+    pub heap_peak: usize,
+    /// Heap still held after unmount (a leak if not zero).
+    pub heap_after_unmount: usize,
+    /// `dffs_ram_bytes` right after mount: the library's own account of what it holds.
+    pub ram_bytes_after_mount: usize,
+}
+
+/// Why a run failed: the step and the `DFFS_ERR_*` (or other negative) code it returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// What the workload was doing.
+    pub step: &'static str,
+    /// The negative code the call returned (or -1 for a wrong result).
+    pub code: i64,
+}
+
+/// A NOR device in memory the caller owns: bits program from 1 to 0 only, erase sets a whole
+/// block to 0xFF, a program may not cross a page.
+struct RamNor {
+    mem: *mut u8,
+    len: usize,
+}
+
+fn ram_of(cfg: *const dffs_config) -> &'static mut RamNor {
+    // SAFETY: `context` is the `RamNor` that `run` set up and keeps alive (on its stack) for
+    // as long as the config is in use; the library calls one callback at a time.
+    unsafe { &mut *(*cfg).context.cast::<RamNor>() }
+}
+
+fn span(cfg: *const dffs_config, page: u32, off: u32, len: u32) -> Option<(usize, usize)> {
+    // SAFETY: the library passes the config it was given (valid for the whole run).
+    let g = unsafe { &(*cfg).geometry };
+    let start = page as usize * g.page_size as usize + off as usize;
+    let end = start.checked_add(len as usize)?;
+    (end <= ram_of(cfg).len).then_some((start, end))
+}
+
+unsafe extern "C" fn ram_read(
+    cfg: *const dffs_config,
+    page: u32,
+    off: u32,
+    data: *mut c_void,
+    len: u32,
+    _oob: *mut c_void,
+    oob_len: u32,
+) -> c_int {
+    let Some((start, _)) = span(cfg, page, off, len).filter(|_| oob_len == 0) else {
+        return DFFS_FLASH_ERR_RANGE;
+    };
+    if len > 0 {
+        // SAFETY: `start..start + len` is inside the device; `data` holds `len` bytes.
+        unsafe { ptr::copy_nonoverlapping(ram_of(cfg).mem.add(start), data.cast(), len as usize) };
+    }
+    DFFS_FLASH_OK
+}
+
+unsafe extern "C" fn ram_prog(
+    cfg: *const dffs_config,
+    page: u32,
+    off: u32,
+    data: *const c_void,
+    len: u32,
+    _oob: *const c_void,
+    oob_len: u32,
+) -> c_int {
+    // SAFETY: the library passes the config it was given.
+    let page_size = unsafe { (*cfg).geometry.page_size };
+    if off as u64 + len as u64 > page_size as u64 {
+        return DFFS_FLASH_ERR_CROSSES_PAGE;
+    }
+    let Some((start, _)) = span(cfg, page, off, len).filter(|_| oob_len == 0) else {
+        return DFFS_FLASH_ERR_RANGE;
+    };
+    if len == 0 {
+        return DFFS_FLASH_OK;
+    }
+    let ram = ram_of(cfg);
+    // SAFETY: both ranges are `len` bytes, inside the device and the caller's buffer.
+    let (dst, src) = unsafe {
+        (
+            core::slice::from_raw_parts_mut(ram.mem.add(start), len as usize),
+            core::slice::from_raw_parts(data.cast::<u8>(), len as usize),
+        )
+    };
+    if dst.iter().zip(src).any(|(d, s)| d & s != *s) {
+        return DFFS_FLASH_ERR_NOT_ERASED;
+    }
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d &= *s;
+    }
+    DFFS_FLASH_OK
+}
+
+unsafe extern "C" fn ram_erase(cfg: *const dffs_config, block: u32) -> c_int {
+    // SAFETY: the library passes the config it was given.
+    let g = unsafe { &(*cfg).geometry };
+    let size = g.page_size as usize * g.pages_per_block as usize;
+    let ram = ram_of(cfg);
+    let start = block as usize * size;
+    if block >= g.block_count || start + size > ram.len {
+        return DFFS_FLASH_ERR_RANGE;
+    }
+    // SAFETY: the block lies inside the device.
+    unsafe { ptr::write_bytes(ram.mem.add(start), 0xFF, size) };
+    DFFS_FLASH_OK
+}
+
+/// A NOR geometry for `dffs_config`: `page_size`-byte program pages, `pages_per_block` pages
+/// per erase block, `blocks` blocks, byte-programmable, no ECC.
+pub fn nor_geometry(page_size: u32, pages_per_block: u32, blocks: u32) -> dffs_geometry {
+    dffs_geometry {
+        kind: DFFS_FLASH_NOR,
+        page_size,
+        pages_per_block,
+        block_count: blocks,
+        program_unit: 1,
+        ecc_step: page_size,
+        ..dffs_geometry::default()
+    }
+}
+
+fn check(step: &'static str, code: i64) -> Result<i64, Failure> {
+    if code < 0 {
+        Err(Failure { step, code })
+    } else {
+        Ok(code)
+    }
+}
+
+fn expect(step: &'static str, ok: bool) -> Result<(), Failure> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Failure { step, code: -1 })
+    }
+}
+
+fn path(p: &'static CStr) -> *const c_char {
+    p.as_ptr()
+}
+
+/// The byte the workload writes at `i` (a pattern that no off-by-one reads back unchanged).
+fn pattern(i: usize) -> u8 {
+    (i * 7 + i / 251) as u8
+}
+
+/// Runs the workload on `device` (erased or not: it is formatted first), a NOR flash of
+/// `geometry` held in RAM, with the RAM preset `ram_preset` (`DFFS_RAM_SMALLEST`,
+/// `DFFS_RAM_DEFAULT` or `DFFS_RAM_FAST`). Heap figures need this crate's counting allocator
+/// and a caller that allocates nothing on another thread meanwhile.
+pub fn run(
+    device: &mut [u8],
+    geometry: dffs_geometry,
+    ram_preset: u32,
+) -> Result<Figures, Failure> {
+    let mut ram = RamNor {
+        mem: device.as_mut_ptr(),
+        len: device.len(),
+    };
+    let cfg = dffs_config {
+        context: (&mut ram as *mut RamNor).cast(),
+        read: Some(ram_read),
+        prog: Some(ram_prog),
+        erase: Some(ram_erase),
+        is_bad: None,
+        mark_bad: None,
+        now: None,
+        geometry,
+        ram_preset,
+        dir_cache: 0,
+        map_cache: 0,
+        index_cache: 0,
+        inode_cache: 0,
+        data_cache: 0,
+        max_dirty: 0,
+        max_open: 0,
+        overlay_extents: 0,
+        journal_limit: 0,
+        gc_step: 0,
+        mount_flags: 0,
+        fs_id: 0,
+    };
+    let mut fig = Figures::default();
+    // SAFETY (every call below): `cfg` and `ram` outlive the mount, handles are used only
+    // while mounted, paths are NUL-terminated and buffers are as long as the sizes given.
+    unsafe {
+        fig.estimate = check("ram estimate", dffs_ram_estimate(&cfg))? as usize;
+        let base = dffs_heap_current();
+        dffs_heap_reset_peak();
+        check("format", dffs_format(&cfg) as i64)?;
+        fig.heap_peak_format = dffs_heap_peak().saturating_sub(base);
+        dffs_heap_reset_peak();
+        let mut fs: *mut dffs_t = ptr::null_mut();
+        check("mount", dffs_mount(&mut fs, &cfg) as i64)?;
+        fig.heap_after_mount = dffs_heap_current().saturating_sub(base);
+        let steps = body(fs);
+        fig.ram_bytes_after_mount = steps? as usize;
+        check("unmount", dffs_unmount(fs) as i64)?;
+        fig.heap_peak = dffs_heap_peak().saturating_sub(base);
+        fig.heap_after_unmount = dffs_heap_current().saturating_sub(base);
+    }
+    Ok(fig)
+}
+
+/// The mounted part of the workload; returns `dffs_ram_bytes` right after mount.
+unsafe fn body(fs: *mut dffs_t) -> Result<i64, Failure> {
+    // SAFETY: see `run`.
+    unsafe {
+        let ram_bytes = check("ram bytes", dffs_ram_bytes(fs))?;
+        check("mkdir", dffs_mkdir(fs, path(c"/log")) as i64)?;
+        let mut f = dffs_file_t::default();
+        let flags = DFFS_O_RDWR | DFFS_O_CREAT | DFFS_O_EXCL;
+        check(
+            "create",
+            dffs_file_open(fs, &mut f, path(c"/log/boot.txt"), flags) as i64,
+        )?;
+        let mut chunk = [0u8; 256];
+        let mut at = 0;
+        while at < WORKLOAD_FILE_BYTES {
+            let n = chunk.len().min(WORKLOAD_FILE_BYTES - at);
+            for (i, b) in chunk[..n].iter_mut().enumerate() {
+                *b = pattern(at + i);
+            }
+            let w = check(
+                "write",
+                dffs_file_write(fs, &mut f, chunk.as_ptr().cast(), n as u32) as i64,
+            )?;
+            expect("short write", w as usize == n)?;
+            at += n;
+        }
+        check("sync", dffs_file_sync(fs, &mut f) as i64)?;
+        // A synced overwrite in the middle, as a log that patches its header would do.
+        check("seek", dffs_file_seek(fs, &mut f, 1000, DFFS_SEEK_SET))?;
+        let patch = [0xA5u8; 100];
+        check(
+            "overwrite",
+            dffs_file_write(fs, &mut f, patch.as_ptr().cast(), 100) as i64,
+        )?;
+        check("sync", dffs_file_sync(fs, &mut f) as i64)?;
+        check("close", dffs_file_close(fs, &mut f) as i64)?;
+        check(
+            "rename",
+            dffs_rename(fs, path(c"/log/boot.txt"), path(c"/log/boot.old")) as i64,
+        )?;
+        let mut info: dffs_info = core::mem::zeroed();
+        check(
+            "stat",
+            dffs_stat(fs, path(c"/log/boot.old"), &mut info) as i64,
+        )?;
+        expect("stat size", info.size == WORKLOAD_FILE_BYTES as u64)?;
+        check(
+            "reopen",
+            dffs_file_open(fs, &mut f, path(c"/log/boot.old"), DFFS_O_RDONLY) as i64,
+        )?;
+        let mut at = 0;
+        loop {
+            let n = check(
+                "read",
+                dffs_file_read(fs, &mut f, chunk.as_mut_ptr().cast(), 256) as i64,
+            )? as usize;
+            if n == 0 {
+                break;
+            }
+            for (i, &b) in chunk[..n].iter().enumerate() {
+                let want = if (1000..1100).contains(&(at + i)) {
+                    0xA5
+                } else {
+                    pattern(at + i)
+                };
+                expect("read back", b == want)?;
+            }
+            at += n;
+        }
+        expect("read length", at == WORKLOAD_FILE_BYTES)?;
+        check("close", dffs_file_close(fs, &mut f) as i64)?;
+        let mut d = dffs_dir_t::default();
+        check("opendir", dffs_dir_open(fs, &mut d, path(c"/log")) as i64)?;
+        let mut names = 0;
+        while check("readdir", dffs_dir_read(fs, &mut d, &mut info) as i64)? > 0 {
+            let name = CStr::from_ptr(info.name.as_ptr()).to_bytes();
+            if name != b"." && name != b".." {
+                expect("listed name", name == b"boot.old")?;
+                names += 1;
+            }
+        }
+        expect("listed count", names == 1)?;
+        check("closedir", dffs_dir_close(fs, &mut d) as i64)?;
+        Ok(ram_bytes)
+    }
+}
