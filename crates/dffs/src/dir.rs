@@ -199,8 +199,10 @@ impl DirRoot {
     pub fn embedded_capacity(p: &Params, name_len: usize) -> usize {
         (Self::room_after_name(p, name_len) / 8) as usize
     }
+    /// Bucket (or table page) addresses a root page with this name can hold: after the name,
+    /// a 4-byte count and the addresses.
     fn table_capacity(p: &Params, name_len: usize) -> usize {
-        (Self::room_after_name(p, name_len) / 4) as usize
+        (Self::room_after_name(p, name_len).saturating_sub(4) / 4) as usize
     }
     /// A new, empty directory.
     pub fn new(p: &Params, ino: Ino, parent: Ino, attrs: Attrs, name: &[u8]) -> DirRoot {

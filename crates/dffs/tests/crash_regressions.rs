@@ -190,3 +190,30 @@ fn nor_with_4k_sectors_spans_the_block_table_over_many_blocks() {
     let mut fs = Fs::mount(dev, Config::default()).unwrap();
     assert_eq!(fs.fsck().unwrap().files, 120);
 }
+
+/// Regression (found reading the code, then at 84,044 entries in one directory on 2 KiB pages):
+/// a directory root page counted room for one bucket address too many (it forgot the 4-byte
+/// count before the addresses), so while a directory had exactly that many buckets every
+/// checkpoint failed with `Corrupt`. Small pages reach that bucket count after a few thousand
+/// entries; checkpoint often across it.
+#[test]
+fn a_directory_root_full_of_bucket_addresses_still_fits_its_page() {
+    let mut p = preset("nand-slc-128m").unwrap().with_blocks(256).unwrap();
+    p.geometry.page_size = 512;
+    let dev = Fs::format(SimFlash::new(p).unwrap(), &FormatOptions::default()).unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    for i in 0..5200u32 {
+        fs.create(ROOT_INO, format!("f{i:05}").as_bytes(), 0o644, 0, 0)
+            .unwrap_or_else(|e| panic!("create {i}: {e:?}"));
+        if i >= 3000 && i % 8 == 0 {
+            fs.checkpoint()
+                .unwrap_or_else(|e| panic!("checkpoint after {} entries: {e:?}", i + 1));
+        }
+    }
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    for i in (0..5200u32).step_by(97) {
+        fs.lookup(ROOT_INO, format!("f{i:05}").as_bytes()).unwrap();
+    }
+    assert!(fs.fsck().unwrap().is_clean());
+}
