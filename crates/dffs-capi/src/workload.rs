@@ -1,10 +1,10 @@
 //! The standard small workload by which DFFS's RAM is measured, run through this C API exactly
-//! as C firmware would call it, on a RAM-backed NOR device: format, mount, mkdir, create,
+//! as C firmware would call it, on a RAM-backed flash device: format, mount, mkdir, create,
 //! write, synced overwrite, read back, rename, stat, list a directory, unmount. The firmware
 //! example (`examples/firmware`), `dffs info --ram` and `scripts/footprint.sh` all run this one
 //! workload, so their figures describe the same thing.
 //!
-//! It owns only the workload, the RAM NOR device it runs on and the heap figures it reads from
+//! It owns only the workload, the RAM flash device it runs on and the heap figures it reads from
 //! the counting allocator (`heap`). It must never allocate on its own behalf between the
 //! measurement points (the device memory is the caller's), never print, and never be called
 //! from C (it is a Rust API: nothing here is `#[no_mangle]`).
@@ -55,25 +55,64 @@ pub struct Failure {
     pub code: i64,
 }
 
-/// A NOR device in memory the caller owns: bits program from 1 to 0 only, erase sets a whole
-/// block to 0xFF, a program may not cross a page.
-struct RamNor {
+/// A flash device in memory the caller owns: bits program from 1 to 0 only, erase sets a whole
+/// block to 0xFF, a program stays inside one page. NOR pages lie back to back; a NAND page is
+/// followed by its free OOB bytes (the only spare bytes the library reads or writes).
+struct RamFlash {
     mem: *mut u8,
     len: usize,
 }
 
-fn ram_of(cfg: *const dffs_config) -> &'static mut RamNor {
-    // SAFETY: `context` is the `RamNor` that `run` set up and keeps alive (on its stack) for
+fn ram_of(cfg: *const dffs_config) -> &'static mut RamFlash {
+    // SAFETY: `context` is the `RamFlash` that `run` set up and keeps alive (on its stack) for
     // as long as the config is in use; the library calls one callback at a time.
-    unsafe { &mut *(*cfg).context.cast::<RamNor>() }
+    unsafe { &mut *(*cfg).context.cast::<RamFlash>() }
 }
 
-fn span(cfg: *const dffs_config, page: u32, off: u32, len: u32) -> Option<(usize, usize)> {
+fn geometry_of(cfg: *const dffs_config) -> &'static dffs_geometry {
     // SAFETY: the library passes the config it was given (valid for the whole run).
-    let g = unsafe { &(*cfg).geometry };
-    let start = page as usize * g.page_size as usize + off as usize;
-    let end = start.checked_add(len as usize)?;
-    (end <= ram_of(cfg).len).then_some((start, end))
+    unsafe { &(*cfg).geometry }
+}
+
+/// Bytes one page takes in the device memory.
+fn stride(g: &dffs_geometry) -> usize {
+    g.page_size as usize
+        + if g.kind == DFFS_FLASH_NAND {
+            g.oob_free_len as usize
+        } else {
+            0
+        }
+}
+
+/// Bytes of memory a device of geometry `g` needs for [`run`].
+pub fn device_bytes(g: &dffs_geometry) -> usize {
+    stride(g) * g.pages_per_block as usize * g.block_count as usize
+}
+
+/// The device ranges of a read or program: (data start, data length, OOB start, OOB length),
+/// or `None` if out of range.
+fn ranges(
+    cfg: *const dffs_config,
+    page: u32,
+    off: u32,
+    len: u32,
+    oob_len: u32,
+    may_cross: bool,
+) -> Option<(usize, usize, usize, usize)> {
+    let g = geometry_of(cfg);
+    let (off, len, oob_len) = (off as usize, len as usize, oob_len as usize);
+    let start = page as usize * stride(g);
+    let cross = off + len > g.page_size as usize;
+    let nand = g.kind == DFFS_FLASH_NAND;
+    if (cross && (nand || !may_cross))
+        || (!nand && oob_len > 0)
+        || oob_len > g.oob_free_len as usize
+    {
+        return None;
+    }
+    let oob = start + g.page_size as usize;
+    let end = (start + off + len).max(oob + oob_len);
+    (end <= ram_of(cfg).len).then_some((start + off, len, oob, oob_len))
 }
 
 unsafe extern "C" fn ram_read(
@@ -82,17 +121,35 @@ unsafe extern "C" fn ram_read(
     off: u32,
     data: *mut c_void,
     len: u32,
-    _oob: *mut c_void,
+    oob: *mut c_void,
     oob_len: u32,
 ) -> c_int {
-    let Some((start, _)) = span(cfg, page, off, len).filter(|_| oob_len == 0) else {
+    // NOR reads may run on into the following pages.
+    let Some((d, dl, o, ol)) = ranges(cfg, page, off, len, oob_len, true) else {
         return DFFS_FLASH_ERR_RANGE;
     };
-    if len > 0 {
-        // SAFETY: `start..start + len` is inside the device; `data` holds `len` bytes.
-        unsafe { ptr::copy_nonoverlapping(ram_of(cfg).mem.add(start), data.cast(), len as usize) };
+    let mem = ram_of(cfg).mem;
+    // SAFETY: both ranges are inside the device; the buffers hold `dl` and `ol` bytes.
+    unsafe {
+        if dl > 0 {
+            ptr::copy_nonoverlapping(mem.add(d), data.cast(), dl);
+        }
+        if ol > 0 {
+            ptr::copy_nonoverlapping(mem.add(o), oob.cast(), ol);
+        }
     }
     DFFS_FLASH_OK
+}
+
+/// Programs `src` into `dst` (1 to 0 only); false if a bit would have to go from 0 to 1.
+fn program(dst: &mut [u8], src: &[u8]) -> bool {
+    if dst.iter().zip(src).any(|(d, s)| d & s != *s) {
+        return false;
+    }
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d &= *s;
+    }
+    true
 }
 
 unsafe extern "C" fn ram_prog(
@@ -101,41 +158,41 @@ unsafe extern "C" fn ram_prog(
     off: u32,
     data: *const c_void,
     len: u32,
-    _oob: *const c_void,
+    oob: *const c_void,
     oob_len: u32,
 ) -> c_int {
-    // SAFETY: the library passes the config it was given.
-    let page_size = unsafe { (*cfg).geometry.page_size };
-    if off as u64 + len as u64 > page_size as u64 {
-        return DFFS_FLASH_ERR_CROSSES_PAGE;
-    }
-    let Some((start, _)) = span(cfg, page, off, len).filter(|_| oob_len == 0) else {
-        return DFFS_FLASH_ERR_RANGE;
+    let Some((d, dl, o, ol)) = ranges(cfg, page, off, len, oob_len, false) else {
+        return if off as u64 + len as u64 > geometry_of(cfg).page_size as u64 {
+            DFFS_FLASH_ERR_CROSSES_PAGE
+        } else {
+            DFFS_FLASH_ERR_RANGE
+        };
     };
-    if len == 0 {
-        return DFFS_FLASH_OK;
-    }
-    let ram = ram_of(cfg);
-    // SAFETY: both ranges are `len` bytes, inside the device and the caller's buffer.
-    let (dst, src) = unsafe {
-        (
-            core::slice::from_raw_parts_mut(ram.mem.add(start), len as usize),
-            core::slice::from_raw_parts(data.cast::<u8>(), len as usize),
-        )
+    let mem = ram_of(cfg).mem;
+    // SAFETY: both ranges are inside the device and do not overlap each other or the
+    // caller's buffers, which hold `dl` and `ol` bytes.
+    let ok = unsafe {
+        (dl == 0
+            || program(
+                core::slice::from_raw_parts_mut(mem.add(d), dl),
+                core::slice::from_raw_parts(data.cast::<u8>(), dl),
+            ))
+            && (ol == 0
+                || program(
+                    core::slice::from_raw_parts_mut(mem.add(o), ol),
+                    core::slice::from_raw_parts(oob.cast::<u8>(), ol),
+                ))
     };
-    if dst.iter().zip(src).any(|(d, s)| d & s != *s) {
-        return DFFS_FLASH_ERR_NOT_ERASED;
+    if ok {
+        DFFS_FLASH_OK
+    } else {
+        DFFS_FLASH_ERR_NOT_ERASED
     }
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d &= *s;
-    }
-    DFFS_FLASH_OK
 }
 
 unsafe extern "C" fn ram_erase(cfg: *const dffs_config, block: u32) -> c_int {
-    // SAFETY: the library passes the config it was given.
-    let g = unsafe { &(*cfg).geometry };
-    let size = g.page_size as usize * g.pages_per_block as usize;
+    let g = geometry_of(cfg);
+    let size = stride(g) * g.pages_per_block as usize;
     let ram = ram_of(cfg);
     let start = block as usize * size;
     if block >= g.block_count || start + size > ram.len {
@@ -157,6 +214,27 @@ pub fn nor_geometry(page_size: u32, pages_per_block: u32, blocks: u32) -> dffs_g
         program_unit: 1,
         ecc_step: page_size,
         ..dffs_geometry::default()
+    }
+}
+
+/// The C form of a core geometry (a simulator preset's, for instance).
+pub fn c_geometry(g: &dffs::Geometry) -> dffs_geometry {
+    dffs_geometry {
+        kind: match g.kind {
+            dffs::FlashKind::Nand => DFFS_FLASH_NAND,
+            dffs::FlashKind::Nor => DFFS_FLASH_NOR,
+        },
+        page_size: g.page_size,
+        oob_size: g.oob_size,
+        oob_free_offset: g.oob_free_offset,
+        oob_free_len: g.oob_free_len,
+        pages_per_block: g.pages_per_block,
+        block_count: g.blocks,
+        program_unit: g.program_unit,
+        nop: g.nop,
+        in_order: g.in_order as u32,
+        ecc_strength: g.ecc_strength,
+        ecc_step: g.ecc_step,
     }
 }
 
@@ -185,8 +263,9 @@ fn pattern(i: usize) -> u8 {
     (i * 7 + i / 251) as u8
 }
 
-/// Runs the workload on `device` (erased or not: it is formatted first), a NOR flash of
-/// `geometry` held in RAM, with the RAM preset `ram_preset` (`DFFS_RAM_SMALLEST`,
+/// Runs the workload on `device` (erased or not: it is formatted first), a NOR or NAND flash
+/// of `geometry` held in RAM ([`device_bytes`] long; NAND without bad blocks or bit errors),
+/// with the RAM preset `ram_preset` (`DFFS_RAM_SMALLEST`,
 /// `DFFS_RAM_DEFAULT` or `DFFS_RAM_FAST`). Heap figures need this crate's counting allocator
 /// and a caller that allocates nothing on another thread meanwhile.
 pub fn run(
@@ -194,12 +273,18 @@ pub fn run(
     geometry: dffs_geometry,
     ram_preset: u32,
 ) -> Result<Figures, Failure> {
-    let mut ram = RamNor {
+    if device.len() < device_bytes(&geometry) {
+        return Err(Failure {
+            step: "device size",
+            code: DFFS_ERR_INVAL as i64,
+        });
+    }
+    let mut ram = RamFlash {
         mem: device.as_mut_ptr(),
         len: device.len(),
     };
     let cfg = dffs_config {
-        context: (&mut ram as *mut RamNor).cast(),
+        context: (&mut ram as *mut RamFlash).cast(),
         read: Some(ram_read),
         prog: Some(ram_prog),
         erase: Some(ram_erase),

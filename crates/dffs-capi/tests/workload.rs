@@ -1,12 +1,15 @@
 //! The standard workload (`dffs_capi::workload`) passes on a 16 MiB NOR part (the
 //! `nor-qspi-16m` geometry, with 64 KiB blocks and with 4 KiB sectors) in every RAM preset,
-//! frees everything it allocated, and the presets order their RAM as their names promise.
+//! and on a small SLC NAND, frees everything it allocated, and the presets order their RAM as
+//! their names promise.
 //!
 //! Owns only those checks. One test function, so no other test allocates on another thread
 //! while the counting allocator measures.
 
-use dffs_capi::workload::{nor_geometry, run, Figures};
-use dffs_capi::{DFFS_RAM_DEFAULT, DFFS_RAM_FAST, DFFS_RAM_SMALLEST};
+use dffs_capi::workload::{device_bytes, nor_geometry, run, Figures};
+use dffs_capi::{
+    dffs_geometry, DFFS_FLASH_NAND, DFFS_RAM_DEFAULT, DFFS_RAM_FAST, DFFS_RAM_SMALLEST,
+};
 
 const MIB16: usize = 16 << 20;
 
@@ -37,4 +40,24 @@ fn workload_runs_in_every_preset_without_leaking() {
         assert!(s.estimate < d.estimate && d.estimate < f.estimate);
         assert!(s.heap_peak <= d.heap_peak && d.heap_peak <= f.heap_peak);
     }
+    // SLC NAND as `nand-slc-128m` has it (2048 + 64 B pages, 38 free OOB bytes, NOP 4), 16 MiB.
+    let nand = dffs_geometry {
+        kind: DFFS_FLASH_NAND,
+        page_size: 2048,
+        oob_size: 64,
+        oob_free_offset: 2,
+        oob_free_len: 38,
+        pages_per_block: 64,
+        block_count: 128,
+        program_unit: 512,
+        nop: 4,
+        in_order: 0,
+        ecc_strength: 1,
+        ecc_step: 512,
+    };
+    let mut device = vec![0xFFu8; device_bytes(&nand)];
+    let f = run(&mut device, nand, DFFS_RAM_SMALLEST).expect("workload on NAND");
+    println!("NAND smallest: {f:?}");
+    assert_eq!(f.heap_after_unmount, 0, "{f:?}");
+    assert!(run(&mut device[..1000], nand, DFFS_RAM_SMALLEST).is_err());
 }
