@@ -7,6 +7,7 @@
 //! a request without the library's word on it, keep file data of its own, or let a synced
 //! change return before it reached the image file.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -84,6 +85,11 @@ pub struct Shared {
 pub struct DffsFuse {
     shared: Arc<Mutex<Shared>>,
     block_size: u32,
+    /// Generation of each inode number created in this session (the library reuses the
+    /// numbers of deleted inodes; the kernel must not take a new inode for an old one that it
+    /// still holds, e.g. a removed directory pinned by an open file). Inodes older than the
+    /// session are generation 0.
+    gens: Mutex<(u64, HashMap<Ino, u64>)>,
 }
 
 impl DffsFuse {
@@ -94,7 +100,26 @@ impl DffsFuse {
             .as_ref()
             .map(|fs| fs.params().data_block)
             .unwrap_or(4096);
-        DffsFuse { shared, block_size }
+        DffsFuse {
+            shared,
+            block_size,
+            gens: Mutex::new((0, HashMap::new())),
+        }
+    }
+
+    /// A new generation for an inode number just created.
+    fn born(&self, i: Ino) -> Generation {
+        let mut g = self.gens.lock().unwrap_or_else(|p| p.into_inner());
+        g.0 += 1;
+        let n = g.0;
+        g.1.insert(i, n);
+        Generation(n)
+    }
+
+    /// The generation of an existing inode.
+    fn generation(&self, i: Ino) -> Generation {
+        let g = self.gens.lock().unwrap_or_else(|p| p.into_inner());
+        Generation(g.1.get(&i).copied().unwrap_or(0))
     }
 
     /// Runs `f` on the mounted file system; `EIO` once it is gone.
@@ -279,7 +304,7 @@ impl Filesystem for DffsFuse {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let r = self.with(|fs| fs.lookup(ino(parent)?, name.as_bytes()).map_err(errno));
         match r {
-            Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), Generation(0)),
+            Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), self.generation(st.ino)),
             Err(e) => reply.error(e),
         }
     }
@@ -351,7 +376,7 @@ impl Filesystem for DffsFuse {
             fs.create(p, name.as_bytes(), perm, uid, gid).map_err(errno)
         });
         match r {
-            Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), Generation(0)),
+            Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), self.born(st.ino)),
             Err(e) => reply.error(e),
         }
     }
@@ -371,7 +396,7 @@ impl Filesystem for DffsFuse {
             fs.mkdir(p, name.as_bytes(), perm, uid, gid).map_err(errno)
         });
         match r {
-            Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), Generation(0)),
+            Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), self.born(st.ino)),
             Err(e) => reply.error(e),
         }
     }
@@ -415,7 +440,7 @@ impl Filesystem for DffsFuse {
             .map_err(errno)
         });
         match r {
-            Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), Generation(0)),
+            Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), self.born(st.ino)),
             Err(e) => reply.error(e),
         }
     }
@@ -468,7 +493,7 @@ impl Filesystem for DffsFuse {
                 .map_err(link_errno)
         });
         match r {
-            Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), Generation(0)),
+            Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), self.generation(st.ino)),
             Err(e) => reply.error(e),
         }
     }
@@ -711,7 +736,7 @@ impl Filesystem for DffsFuse {
             Ok((st, h)) => reply.created(
                 &ENTRY_TTL,
                 &self.attr(&st),
-                Generation(0),
+                self.born(st.ino),
                 FileHandle(h.0 as u64),
                 FopenFlags::empty(),
             ),
