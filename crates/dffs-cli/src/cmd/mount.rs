@@ -220,7 +220,8 @@ pub fn is_dffs_mount(dir: &Path) -> bool {
             .iter()
             .position(|&x| x == "-")
             .and_then(|i| f.get(i + 1).copied());
-        f.get(4) == Some(&want.as_str()) && fstype == Some("fuse.dffs")
+        // A direct mount is of type `fuse`, one through fusermount3 of type `fuse.dffs`.
+        f.get(4) == Some(&want.as_str()) && fstype.is_some_and(|t| t.starts_with("fuse"))
     })
 }
 
