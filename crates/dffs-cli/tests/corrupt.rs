@@ -266,8 +266,6 @@ fn unpack_never_succeeds_with_entries_missing() {
 }
 
 #[test]
-#[ignore = "library bug: a file whose inode node fails its checks vanishes from lookup and \
-            readdir (ENOENT, listing without it) instead of giving EIO"]
 fn a_destroyed_inode_is_an_error_not_a_missing_file() {
     let t = tempfile::tempdir().unwrap();
     let img = small_image(t.path());

@@ -412,6 +412,18 @@ impl Session {
         Ok(entries)
     }
 
+    /// The readable entries of directory `ino` sorted by name, and the error that kept the
+    /// others (damaged on flash) from being listed, if any.
+    pub fn list_partial(&mut self, ino: Ino, path: &[u8]) -> (Vec<DirEntry>, Option<CliError>) {
+        let mut entries = Vec::new();
+        let r = self.fs.readdir(ino, 0, &mut |e| {
+            entries.push(e);
+            true
+        });
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        (entries, r.err().map(|e| self.err(path, e)))
+    }
+
     /// Reads file `ino` (at `path`, for messages) from start to end, passing each piece to
     /// `sink`; returns the bytes read.
     pub fn read_file(

@@ -157,10 +157,11 @@ impl Unpacker {
             ));
             return self.report(f);
         }
-        let entries = match self.s.list(ino, path) {
-            Ok(e) => e,
-            Err(e) => return self.report(Fail::Image(e.to_string())),
-        };
+        // A directory with damaged entries: extract the readable ones, report the rest.
+        let (entries, damaged) = self.s.list_partial(ino, path);
+        if let Some(e) = damaged {
+            self.report(Fail::Image(format!("{e} (some entries could not be read)")))?;
+        }
         for e in entries {
             let child = join(path, &e.name);
             if !safe_name(&e.name) {

@@ -121,6 +121,9 @@ impl<F: Flash> Fs<F> {
         let cands = self
             .dirs
             .candidates(&mut self.st, &mut self.map, parent, hash)?;
+        // A candidate with this name's hash that cannot be read is, almost surely, the entry
+        // looked for: when nothing else matches, the answer is EIO, not "no such name".
+        let mut damaged = false;
         for s in cands {
             if s.is_dir() {
                 match self.dirs.root(&mut self.st, &mut self.map, s.ptr) {
@@ -131,7 +134,8 @@ impl<F: Flash> Fs<F> {
                             is_dir: true,
                         }))
                     }
-                    Ok(_) | Err(Error::Corrupt) | Err(Error::Io) | Err(Error::NotFound) => {}
+                    Ok(_) => {}
+                    Err(Error::Corrupt) | Err(Error::Io) | Err(Error::NotFound) => damaged = true,
                     Err(e) => return Err(e),
                 }
             } else if s.is_placeholder() {
@@ -148,7 +152,10 @@ impl<F: Flash> Fs<F> {
             } else {
                 let node = match self.read_inode(Addr(s.ptr), 0) {
                     Ok(n) => n,
-                    Err(Error::Corrupt) | Err(Error::Io) => continue,
+                    Err(Error::Corrupt) | Err(Error::Io) => {
+                        damaged = true;
+                        continue;
+                    }
                     Err(e) => return Err(e),
                 };
                 if node.name == name && node.parent == parent {
@@ -163,6 +170,9 @@ impl<F: Flash> Fs<F> {
                     }));
                 }
             }
+        }
+        if damaged {
+            return Err(Error::Io);
         }
         Ok(None)
     }
@@ -550,7 +560,9 @@ impl<F: Flash> Fs<F> {
     // ----- readdir ----------------------------------------------------------------------
 
     /// Lists directory `ino` from `cookie` (0: the start): calls `f` for each entry until it
-    /// returns false. Entries are in hash order; cookies stay valid across changes.
+    /// returns false. Entries are in hash order; cookies stay valid across changes. When an
+    /// entry's node cannot be read (damaged flash), every readable entry is still listed and
+    /// then the call fails with [`Error::Io`].
     pub fn readdir(
         &mut self,
         ino: Ino,
@@ -574,6 +586,9 @@ impl<F: Flash> Fs<F> {
             let c = cookie - 1;
             (c >> 16, Some(c))
         };
+        // An entry whose node cannot be read has no name to list: the others are listed, then
+        // the listing fails (EIO) rather than leave it out silently.
+        let mut damaged = false;
         loop {
             let (raw, next) = self
                 .dirs
@@ -585,7 +600,10 @@ impl<F: Flash> Fs<F> {
                 let (name, child, kind) = if s.is_dir() {
                     match self.dirs.root(&mut self.st, &mut self.map, s.ptr) {
                         Ok(root) => (root.name.clone(), s.ptr, FileKind::Dir),
-                        Err(Error::Corrupt) | Err(Error::Io) | Err(Error::NotFound) => continue,
+                        Err(Error::Corrupt) | Err(Error::Io) | Err(Error::NotFound) => {
+                            damaged = true;
+                            continue;
+                        }
                         Err(e) => return Err(e),
                     }
                 } else if s.is_placeholder() {
@@ -597,7 +615,10 @@ impl<F: Flash> Fs<F> {
                 } else {
                     match self.read_inode(Addr(s.ptr), 0) {
                         Ok(n) => (n.name.clone(), n.ino, kind_of(n.attrs.mode)),
-                        Err(Error::Corrupt) | Err(Error::Io) => continue,
+                        Err(Error::Corrupt) | Err(Error::Io) => {
+                            damaged = true;
+                            continue;
+                        }
                         Err(e) => return Err(e),
                     }
                 };
@@ -634,6 +655,7 @@ impl<F: Flash> Fs<F> {
             }
             match next {
                 Some(n) => from = n,
+                None if damaged => return Err(Error::Io),
                 None => return Ok(()),
             }
         }
