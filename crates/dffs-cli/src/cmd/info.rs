@@ -1,32 +1,91 @@
 //! `dffs info IMAGE [--json]`: what an image's device and file system are and hold, and what
-//! mounting it costs.
+//! mounting it costs. `dffs info --ram [IMAGE | --preset NAME [--size S] [--erase-size S]]
+//! [--config C] [--json]`: the RAM a configuration needs on that device, before you flash it.
 //!
 //! Owns the presentation of [`dffs::Info`] and of the simulator's view of the same device: the
 //! file system's own erase counters (what it would report on real hardware) beside the device's
 //! (the simulator's ground truth), a wear histogram, and the cost of the mount this command did
-//! (measured from the simulator's counters around `Fs::mount`). It must never change the image
-//! (read-only mount) and never compute file-system figures of its own.
+//! (measured from the simulator's counters around `Fs::mount`); and the RAM report, which runs
+//! the C API's standard workload (`dffs_capi::workload`) on a RAM copy of the device's geometry
+//! and reads the heap from the C API's counting allocator (this binary's global allocator).
+//! It must never change the image (read-only mount; `--ram` never writes it) and never compute
+//! file-system figures of its own.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
-use dffs::FlashKind;
+use dffs::{Config, FlashKind};
+use dffs_capi::workload;
+use dffs_sim::preset::{parse_size, Preset};
 use serde::Serialize;
 
-use super::image::{Access, RawArgs, Session};
+use super::image::{chosen_preset, open_device, Access, DeviceArgs, RawArgs, Session};
 use super::{human_bytes, round3, sig3, size, CliError};
 
 /// Options of `dffs info`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// Image file.
-    pub image: PathBuf,
+    /// Image file (with --ram: optional; its device is measured, the image is not touched).
+    #[arg(required_unless_present = "ram")]
+    pub image: Option<PathBuf>,
     /// Print JSON instead of a summary.
     #[arg(long)]
     pub json: bool,
+    /// Tell the RAM a configuration needs (after mount, and at its peak during a standard small
+    /// workload) on the device of IMAGE or --preset, and the cache sizes it is made of.
+    #[arg(long)]
+    pub ram: bool,
+    /// With --ram: the RAM configuration to measure (default: all three).
+    #[arg(long, value_enum, requires = "ram")]
+    pub config: Option<RamConfig>,
+    /// With --ram and no image: cut the device to a partition of this size (`8MiB`, `512KiB`).
+    #[arg(long, value_name = "SIZE", requires = "ram", conflicts_with = "image")]
+    pub size: Option<String>,
+    /// With --ram and no image, NOR only: the erase block size to use (`4KiB`, `64KiB`; the
+    /// preset's own otherwise).
+    #[arg(long, value_name = "SIZE", requires = "ram", conflicts_with = "image")]
+    pub erase_size: Option<String>,
     #[command(flatten)]
     pub raw: RawArgs,
+}
+
+/// The library's RAM configurations (`Config::smallest`, `Config::default`, `Config::fast`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RamConfig {
+    /// A few pages of cache, for microcontrollers.
+    Smallest,
+    /// The library's default.
+    Default,
+    /// More RAM for speed.
+    Fast,
+}
+
+impl RamConfig {
+    fn name(self) -> &'static str {
+        match self {
+            RamConfig::Smallest => "smallest",
+            RamConfig::Default => "default",
+            RamConfig::Fast => "fast",
+        }
+    }
+
+    fn config(self) -> Config {
+        match self {
+            RamConfig::Smallest => Config::smallest(),
+            RamConfig::Default => Config::default(),
+            RamConfig::Fast => Config::fast(),
+        }
+    }
+
+    /// The C API's `ram_preset` value.
+    fn c_preset(self) -> u32 {
+        match self {
+            RamConfig::Smallest => dffs_capi::DFFS_RAM_SMALLEST,
+            RamConfig::Default => dffs_capi::DFFS_RAM_DEFAULT,
+            RamConfig::Fast => dffs_capi::DFFS_RAM_FAST,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -136,7 +195,13 @@ fn erase_stats(counts: &[u32], bad: &[u32]) -> EraseCount {
 
 /// Runs `dffs info`.
 pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
-    let mut s = Session::open(&args.image, Access::ReadOnly, &args.raw)?;
+    if args.ram {
+        return run_ram(args, out);
+    }
+    let Some(image) = &args.image else {
+        return Err(CliError::msg("an image is needed (or --ram)"));
+    };
+    let mut s = Session::open(image, Access::ReadOnly, &args.raw)?;
     let cost = s.mount_cost();
     let info = s.fs().info();
     let ram_bytes = s.fs().ram_bytes();
@@ -151,7 +216,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     });
     let (mn, mean, mx) = info.erase_count;
     let o = Output {
-        image: args.image.display().to_string(),
+        image: image.display().to_string(),
         preset: p.name,
         kind: match g.kind {
             FlashKind::Nand => "nand",
@@ -289,6 +354,226 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         };
         writeln!(out, "  {:>w$} | {} {}", label(b), "#".repeat(bar), b.blocks)?;
     }
+    Ok(())
+}
+
+// ----- --ram ------------------------------------------------------------------------------
+
+/// The cache sizes and limits a configuration is made of (`dffs::Config`).
+#[derive(Serialize)]
+struct CacheBudget {
+    dir_cache: usize,
+    map_cache: usize,
+    index_cache: usize,
+    inode_cache: usize,
+    data_cache: usize,
+    max_dirty: usize,
+    max_open: usize,
+    overlay_extents: usize,
+    journal_limit: u32,
+}
+
+#[derive(Serialize)]
+struct RamFigures {
+    config: &'static str,
+    caches: CacheBudget,
+    /// The library's planned bound for this configuration (`Config::ram_estimate`).
+    estimate_bytes: usize,
+    /// Heap held right after mount (measured).
+    after_mount_bytes: usize,
+    /// Most heap held at once from mount to unmount during the workload (measured).
+    peak_bytes: usize,
+    /// Most heap held at once while formatting (measured; a factory or first-boot step).
+    format_peak_bytes: usize,
+    /// The library's own count right after mount (`Fs::ram_bytes`).
+    library_after_mount_bytes: usize,
+}
+
+#[derive(Serialize)]
+struct RamOutput {
+    preset: &'static str,
+    kind: &'static str,
+    page_size: u32,
+    pages_per_block: u32,
+    blocks: u32,
+    erase_size: u32,
+    capacity_bytes: u64,
+    /// Pointer width of the machine that measured (heap figures shrink on a 32-bit MCU).
+    pointer_bits: u32,
+    workload: &'static str,
+    configs: Vec<RamFigures>,
+}
+
+const WORKLOAD: &str = "format, mount, mkdir, create and write 3000 B in 256 B pieces, fsync, \
+    overwrite 100 B, fsync, close, rename, stat, read back, list the directory, unmount \
+    (through the C API)";
+
+/// The device `--ram` measures: the image's, or the chosen preset cut and re-blocked as asked.
+fn ram_preset(args: &Args) -> Result<Preset, CliError> {
+    if let Some(image) = &args.image {
+        let (sim, _) = open_device(image, &args.raw)?;
+        return Ok(*sim.preset());
+    }
+    let base = chosen_preset(&DeviceArgs {
+        preset: args.raw.preset.clone(),
+        size: None,
+    })?;
+    let base = match &args.erase_size {
+        None => base,
+        Some(text) => {
+            let bytes = parse_size(text)
+                .and_then(|b| u32::try_from(b).ok())
+                .ok_or_else(|| CliError::msg(format!("invalid erase size '{text}'")))?;
+            base.with_erase_size(bytes)
+                .map_err(|e| CliError::msg(format!("--erase-size {text} for {}: {e}", base.name)))?
+        }
+    };
+    match &args.size {
+        None => Ok(base),
+        Some(text) => {
+            let bytes =
+                parse_size(text).ok_or_else(|| CliError::msg(format!("invalid size '{text}'")))?;
+            base.with_size_bytes(bytes)
+                .map_err(|e| CliError::msg(format!("--size {text} for {}: {e}", base.name)))
+        }
+    }
+}
+
+fn measure(
+    c: RamConfig,
+    geometry: dffs_capi::dffs_geometry,
+    device: &mut [u8],
+) -> Result<RamFigures, CliError> {
+    let f = workload::run(device, geometry, c.c_preset()).map_err(|e| {
+        CliError::msg(format!(
+            "the RAM workload failed in the {} configuration at '{}' ({})",
+            c.name(),
+            e.step,
+            e.code
+        ))
+    })?;
+    if f.heap_peak == 0 {
+        return Err(CliError::msg(
+            "no heap was counted: this build lacks the C API's counting allocator",
+        ));
+    }
+    let k = c.config();
+    Ok(RamFigures {
+        config: c.name(),
+        caches: CacheBudget {
+            dir_cache: k.dir_cache,
+            map_cache: k.map_cache,
+            index_cache: k.index_cache,
+            inode_cache: k.inode_cache,
+            data_cache: k.data_cache,
+            max_dirty: k.max_dirty,
+            max_open: k.max_open,
+            overlay_extents: k.overlay_extents,
+            journal_limit: k.journal_limit,
+        },
+        estimate_bytes: f.estimate,
+        after_mount_bytes: f.heap_after_mount,
+        peak_bytes: f.heap_peak,
+        format_peak_bytes: f.heap_peak_format,
+        library_after_mount_bytes: f.ram_bytes_after_mount,
+    })
+}
+
+/// A row of the cache table: its label and how to show a configuration's value.
+type CacheRow = (&'static str, fn(&CacheBudget) -> String);
+
+/// Runs `dffs info --ram`.
+fn run_ram(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
+    let p = ram_preset(args)?;
+    let g = p.geometry;
+    let geometry = workload::c_geometry(&g);
+    let mut device = vec![0xFFu8; workload::device_bytes(&geometry)];
+    let configs = match args.config {
+        Some(c) => vec![c],
+        None => vec![RamConfig::Smallest, RamConfig::Default, RamConfig::Fast],
+    };
+    let figures = configs
+        .into_iter()
+        .map(|c| measure(c, geometry, &mut device))
+        .collect::<Result<Vec<_>, _>>()?;
+    let o = RamOutput {
+        preset: p.name,
+        kind: match g.kind {
+            FlashKind::Nand => "nand",
+            FlashKind::Nor => "nor",
+        },
+        page_size: g.page_size,
+        pages_per_block: g.pages_per_block,
+        blocks: g.blocks,
+        erase_size: g.block_size(),
+        capacity_bytes: g.capacity(),
+        pointer_bits: usize::BITS,
+        workload: WORKLOAD,
+        configs: figures,
+    };
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &o)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "device      {} ({}, {} B pages, {} pages per block, {} blocks of {} = {})",
+        o.preset,
+        o.kind.to_uppercase(),
+        g.page_size,
+        g.pages_per_block,
+        g.blocks,
+        size(g.block_size() as u64),
+        size(g.capacity())
+    )?;
+    writeln!(out, "workload    {WORKLOAD}")?;
+    let kib = |b: usize| format!("{:.1} KiB", b as f64 / 1024.0);
+    let mut rows: Vec<(&str, Vec<String>)> = vec![
+        ("", o.configs.iter().map(|c| c.config.to_string()).collect()),
+        (
+            "after mount",
+            o.configs.iter().map(|c| kib(c.after_mount_bytes)).collect(),
+        ),
+        (
+            "peak",
+            o.configs.iter().map(|c| kib(c.peak_bytes)).collect(),
+        ),
+        (
+            "format peak",
+            o.configs.iter().map(|c| kib(c.format_peak_bytes)).collect(),
+        ),
+        (
+            "estimate",
+            o.configs.iter().map(|c| kib(c.estimate_bytes)).collect(),
+        ),
+    ];
+    let caches: [CacheRow; 8] = [
+        ("dir cache", |c| c.dir_cache.to_string()),
+        ("map cache", |c| c.map_cache.to_string()),
+        ("index cache", |c| c.index_cache.to_string()),
+        ("inode cache", |c| c.inode_cache.to_string()),
+        ("data cache", |c| c.data_cache.to_string()),
+        ("max dirty", |c| c.max_dirty.to_string()),
+        ("max open", |c| c.max_open.to_string()),
+        ("journal", |c| size(c.journal_limit as u64)),
+    ];
+    for (name, f) in caches {
+        rows.push((name, o.configs.iter().map(|c| f(&c.caches)).collect()));
+    }
+    for (name, cells) in rows {
+        write!(out, "{name:<12}")?;
+        for cell in cells {
+            write!(out, "{cell:>12}")?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(
+        out,
+        "heap measured with the C API's counting allocator on this {}-bit host; a 32-bit MCU \
+         needs less (see docs/FOOTPRINT.md). Caches count items (pages, nodes, inodes).",
+        o.pointer_bits
+    )?;
     Ok(())
 }
 
