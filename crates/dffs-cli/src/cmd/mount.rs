@@ -96,10 +96,12 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let json = args.stats.clone();
     let stats = session
         .run(&args.mountpoint, move |s| {
-            // SIGUSR1: a report line on stdout, and the JSON file brought up to date.
-            let mut o = std::io::stdout().lock();
-            let _ = writeln!(o, "{}", report_line(&image, &s, "so far"));
-            let _ = o.flush();
+            // SIGUSR1: a report line on stdout, and the JSON file brought up to date. The
+            // main thread holds the stdout lock while it serves; write through a descriptor
+            // of our own, appending so that a redirect to a file is not overwritten.
+            if let Ok(mut o) = std::fs::OpenOptions::new().append(true).open("/dev/stdout") {
+                let _ = writeln!(o, "{}", report_line(&image, &s, "so far"));
+            }
             if let Some(p) = &json {
                 let _ = write_json(p, &s);
             }
@@ -159,7 +161,12 @@ fn start_in_background(args: &Args, out: &mut dyn Write) -> Result<(), CliError>
     if let Some(p) = &args.raw.preset {
         cmd.arg("--preset").arg(p);
     }
-    cmd.stdin(Stdio::null()).process_group(0);
+    // The server reports on the terminal or file our output goes to; it must not hold a
+    // pipe open (whoever reads it would wait for the end of the session).
+    cmd.stdin(Stdio::null())
+        .stdout(unless_pipe(1))
+        .stderr(unless_pipe(2))
+        .process_group(0);
     let mut child = cmd
         .spawn()
         .map_err(|e| CliError::msg(format!("cannot start the mount process: {e}")))?;
@@ -173,7 +180,10 @@ fn start_in_background(args: &Args, out: &mut dyn Write) -> Result<(), CliError>
         {
             return Err(CliError::Status {
                 code: status.code().unwrap_or(1).clamp(1, 255) as u8,
-                message: format!("{}: not mounted", args.image.display()),
+                message: format!(
+                    "{}: not mounted (run with --foreground to see why)",
+                    args.image.display()
+                ),
             });
         }
         if is_dffs_mount(&target) {
@@ -195,6 +205,15 @@ fn start_in_background(args: &Args, out: &mut dyn Write) -> Result<(), CliError>
             )));
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Our file descriptor `fd` for a child, or nothing when it is a pipe or a socket.
+fn unless_pipe(fd: u32) -> Stdio {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(format!("/proc/self/fd/{fd}")) {
+        Ok(m) if m.file_type().is_fifo() || m.file_type().is_socket() => Stdio::null(),
+        _ => Stdio::inherit(),
     }
 }
 

@@ -1,0 +1,220 @@
+//! `dffs mount` as a user runs it: in the background and in the foreground, ended by
+//! `umount`, SIGTERM or Ctrl-C (clean image, flash cost printed and written as JSON), and
+//! killed with SIGKILL (the image mounts again with everything that was fsynced).
+//!
+//! When FUSE cannot be used here each test says `SKIPPED: <reason>` on stderr, past the
+//! harness's capture, and returns: a skip is never a silent pass.
+
+mod common;
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{assert_same_tree, content, dffs, make_tree, s};
+
+fn usable(test: &str) -> bool {
+    match dffs_fuse::fuse_usable() {
+        Ok(()) => true,
+        Err(why) => {
+            let _ = writeln!(std::io::stderr(), "SKIPPED: {test}: {why}");
+            false
+        }
+    }
+}
+
+/// A formatted 16 MiB image and an empty mount point.
+fn place() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    dffs(&["format", s(&img), "--size", "16MiB"]).ok();
+    (dir, img, mnt)
+}
+
+fn mounted(mnt: &Path) -> bool {
+    let want = fs::canonicalize(mnt).unwrap();
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.to_str().unwrap()))
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `dffs mount IMG MNT --foreground ...`, once the mount is there.
+fn foreground(img: &Path, mnt: &Path, extra: &[&str]) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dffs"))
+        .args(["mount", s(img), s(mnt), "--foreground"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the mount appears", || {
+        if let Ok(Some(st)) = child.try_wait() {
+            let mut e = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+            panic!("dffs mount exited with {st}: {e}");
+        }
+        mounted(mnt)
+    });
+    child
+}
+
+fn signal(child: &Child, sig: &str) {
+    let st = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn unmount(mnt: &Path) {
+    let st = Command::new("umount").arg(mnt).status().unwrap();
+    assert!(st.success(), "umount {}", mnt.display());
+}
+
+/// Clears the mount a killed server left behind ("transport endpoint is not connected").
+fn clear_dead_mount(mnt: &Path) {
+    dffs_fuse::lazy_unmount(mnt);
+    wait_until("the dead mount goes", || !mounted(mnt));
+}
+
+#[test]
+fn a_signal_unmounts_cleanly_and_reports_the_flash_cost() {
+    if !usable("a_signal_unmounts_cleanly_and_reports_the_flash_cost") {
+        return;
+    }
+    for sig in ["-TERM", "-INT"] {
+        let (dir, img, mnt) = place();
+        let json = dir.path().join("stats.json");
+        let mut child = foreground(&img, &mnt, &["--stats", s(&json)]);
+        fs::write(mnt.join("kept"), content(1, 100_000)).unwrap();
+        signal(&child, "-USR1");
+        wait_until("SIGUSR1 writes the JSON", || json.exists());
+        signal(&child, sig);
+        let st = child.wait().unwrap();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(st.success(), "{sig}: {st}: {err}");
+        assert!(!mounted(&mnt));
+        assert!(
+            out.contains("so far:"),
+            "{sig}: SIGUSR1 report missing: {out}"
+        );
+        assert!(
+            out.contains("session:"),
+            "{sig}: final report missing: {out}"
+        );
+        assert!(out.contains("page reads") && out.contains("simulated device time"));
+        let v: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&json).unwrap()).expect("--stats writes JSON");
+        for k in ["reads", "programs", "erases", "sim_us"] {
+            assert!(v.get(k).is_some_and(|x| x.is_number()), "{k} in {v}");
+        }
+        assert!(v["programs"].as_u64().unwrap() > 0);
+        assert!(v["sim_us"].as_f64().unwrap() > 0.0);
+        // A clean image: the file is there, fsck is happy, no WAL is left.
+        assert_eq!(
+            dffs(&["cat", s(&img), "/kept"]).ok().stdout,
+            content(1, 100_000)
+        );
+        dffs(&["fsck", s(&img)]).ok();
+        assert!(!dffs_fuse::wal_path(&img).exists());
+    }
+}
+
+#[test]
+fn a_killed_mount_keeps_everything_fsynced() {
+    if !usable("a_killed_mount_keeps_everything_fsynced") {
+        return;
+    }
+    let (dir, img, mnt) = place();
+    let src = dir.path().join("src");
+    make_tree(&src);
+    let mut child = foreground(&img, &mnt, &[]);
+    // A tree, then a sync of the whole file system (through a directory fsync).
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", src.display()))
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    File::open(&mnt).unwrap().sync_all().unwrap();
+    let mut f = File::create(mnt.join("synced")).unwrap();
+    f.write_all(&content(2, 300_000)).unwrap();
+    f.sync_all().unwrap();
+    // Written after the last sync point: may or may not survive.
+    let mut g = File::create(mnt.join("unsynced")).unwrap();
+    g.write_all(&content(3, 50_000)).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop((f, g));
+    clear_dead_mount(&mnt);
+
+    // Mount again (in the background, as users do) and find the synced data intact.
+    let run = dffs(&["mount", s(&img), s(&mnt)]).ok();
+    assert!(run.out().contains("mounted on"), "{}", run.out());
+    assert!(mounted(&mnt));
+    assert_eq!(fs::read(mnt.join("synced")).unwrap(), content(2, 300_000));
+    fs::remove_file(mnt.join("synced")).unwrap();
+    let _ = fs::remove_file(mnt.join("unsynced"));
+    assert_same_tree(&src, &mnt.join("."));
+    unmount(&mnt);
+    // The background server saves the image and exits; then the image is clean.
+    wait_until("the image is saved", || {
+        dffs(&["fsck", s(&img)]).code == 0 && !dffs_fuse::wal_path(&img).exists()
+    });
+}
+
+#[test]
+fn read_only_and_bad_arguments() {
+    if !usable("read_only_and_bad_arguments") {
+        return;
+    }
+    let (_dir, img, mnt) = place();
+    let before = fs::read(&img).unwrap();
+    let mut child = foreground(&img, &mnt, &["--ro", "--cache", "1MiB"]);
+    assert_eq!(
+        fs::write(mnt.join("x"), b"x").unwrap_err().raw_os_error(),
+        Some(libc_erofs())
+    );
+    unmount(&mnt);
+    assert!(child.wait().unwrap().success());
+    assert_eq!(fs::read(&img).unwrap(), before, "--ro wrote the image");
+    dffs(&["mount", s(&img), s(&mnt), "--cache", "lots"]).fails_with("invalid --cache");
+    dffs(&["mount", s(&img), s(&img)]).fails_with("not a directory");
+    dffs(&["mount", s(&mnt.join("nope")), s(&mnt), "--foreground"]).fails_with("no such image");
+    assert!(!mounted(&mnt));
+}
+
+/// EROFS on Linux.
+fn libc_erofs() -> i32 {
+    30
+}
