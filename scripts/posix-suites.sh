@@ -29,6 +29,8 @@ id tests >/dev/null 2>&1 || echo 'tests:x:::pjdfstest dummy user:/:/usr/sbin/nol
 getent group nogroup >/dev/null || groupadd nogroup
 
 work=$(mktemp -d /tmp/dffs-posix.XXXXXX)
+# Other users (pjdfstest switches to them) must reach the mount point.
+chmod 755 "$work"
 mnt=$work/mnt
 mkdir -p "$mnt"
 cleanup() {
@@ -80,12 +82,18 @@ entries = [
 ]
 EOF
 start pjdfstest
-(cd "$mnt" && RUST_BACKTRACE=0 pjdfstest -c "$work/pjdfstest.toml" -p "$mnt" >"$work/pjdfstest.log" 2>&1) || true
+mkdir -p "$work/secondary"  # another file system, for the EXDEV cases
+(cd "$mnt" && RUST_BACKTRACE=0 pjdfstest -c "$work/pjdfstest.toml" -p "$mnt" -s "$work/secondary" \
+    >"$work/pjdfstest.log" 2>&1) || true
 fsck=$(finish pjdfstest)
 summary=$(grep '^Summary:' "$work/pjdfstest.log" || echo "Summary: none")
-failed_kinds=$(grep -E '^[a-z_0-9:]+ +FAILED$' "$work/pjdfstest.log" | awk '{print $1}' |
-    sed -E 's/.*::(fifo|socket|block|char)$/special file (\1)/; t; s/.*/other: &/' | sort | uniq -c |
-    awk '{c=$1; $1=""; printf "%s%s x%d", sep, substr($0,2), c; sep="; "}')
+# Why each case failed: special files (fifo, socket, device nodes) and hard links are not
+# supported by the library; anything else is a finding to look at.
+failed_kinds=$(awk '/^[a-z_0-9:]+ +FAILED$/ { name = $1; getline; print name "\t" $0 }' "$work/pjdfstest.log" |
+    awk -F'\t' '
+        $1 ~ /::(fifo|socket|block|char)$/ || $1 ~ /^(mkfifo|mknod)::/ || $1 ~ /^open::(socket_error|fifo_)/ { print "special files (unsupported)"; next }
+        $1 ~ /^(link|unlink|rename)::/ && ($2 ~ /EPERM/ || $2 ~ /link\(/) { print "hard links (unsupported)"; next }
+        { print "OTHER: " $1 }' | sort | uniq -c | awk '{c=$1; $1=""; printf "%s%s: %d", sep, substr($0,2), c; sep="; "}')
 rows+=("pjdfstest | ${summary#Summary: } | $fsck | $(cost "$work/pjdfstest.stats.json")")
 echo "pjdfstest failures by cause: $failed_kinds"
 
