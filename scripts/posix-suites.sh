@@ -92,7 +92,7 @@ summary=$(grep '^Summary:' "$work/pjdfstest.log" || echo "Summary: none")
 failed_kinds=$(awk '/^[a-z_0-9:]+ +FAILED$/ { name = $1; getline; print name "\t" $0 }' "$work/pjdfstest.log" |
     awk -F'\t' '
         $1 ~ /::(fifo|socket|block|char)$/ || $1 ~ /^(mkfifo|mknod)::/ || $1 ~ /^open::(socket_error|fifo_)/ { print "special files (unsupported)"; next }
-        $1 ~ /^(link|unlink|rename)::/ && ($2 ~ /EPERM/ || $2 ~ /link\(/) { print "hard links (unsupported)"; next }
+        $1 ~ /^(link|unlink|rename)::/ && ($0 ~ /EPERM/ || $0 ~ /link\(/) { print "hard links (unsupported)"; next }
         { print "OTHER: " $1 }' | sort | uniq -c | awk '{c=$1; $1=""; printf "%s%s: %d", sep, substr($0,2), c; sep="; "}')
 rows+=("pjdfstest | ${summary#Summary: } | $fsck | $(cost "$work/pjdfstest.stats.json")")
 echo "pjdfstest failures by cause: $failed_kinds"
