@@ -70,6 +70,96 @@ impl std::ops::DerefMut for MountedFs {
     }
 }
 
+/// The kernel's open files, each mapped onto a library handle shared by every open file of
+/// the same inode with the same access (the kernel releases files late: a closed file whose
+/// mapped pages are still being written back stays open until the write-back ends, so one
+/// library handle per kernel open could run out of handles under mmap-heavy loads).
+#[derive(Default)]
+pub struct Handles {
+    next: u64,
+    by_fh: HashMap<u64, HandleKey>,
+    shared: HashMap<HandleKey, (dffs::Fh, u32)>,
+}
+
+/// Inode, write, append, sync.
+type HandleKey = (Ino, bool, bool, bool);
+
+impl Handles {
+    /// Opens `ino` for the kernel; returns the kernel's file handle.
+    fn open(&mut self, fs: &mut Fs<ImageFlash>, ino: Ino, f: DOpen) -> dffs::Result<u64> {
+        let key = (ino, f.write, f.append, f.sync);
+        match self.shared.get_mut(&key) {
+            Some((_, refs)) => *refs += 1,
+            None => {
+                let flags = DOpen {
+                    read: true,
+                    truncate: false,
+                    ..f
+                };
+                let h = fs.open(ino, flags)?;
+                self.shared.insert(key, (h, 1));
+            }
+        }
+        if f.truncate {
+            let a = SetAttr {
+                size: Some(0),
+                ..SetAttr::default()
+            };
+            if let Err(e) = fs.setattr(ino, a) {
+                let fh = self.register(key);
+                let _ = self.release(fs, fh);
+                return Err(e);
+            }
+        }
+        Ok(self.register(key))
+    }
+
+    fn register(&mut self, key: HandleKey) -> u64 {
+        self.next += 1;
+        self.by_fh.insert(self.next, key);
+        self.next
+    }
+
+    /// The library handle behind a kernel file handle.
+    fn get(&self, fh: FileHandle) -> Result<dffs::Fh, Errno> {
+        self.by_fh
+            .get(&fh.0)
+            .and_then(|k| self.shared.get(k))
+            .map(|(h, _)| *h)
+            .ok_or(Errno::EBADF)
+    }
+
+    /// Releases a kernel file handle; the library handle closes with the last of them.
+    fn release(&mut self, fs: &mut Fs<ImageFlash>, fh: u64) -> Result<(), Errno> {
+        let key = self.by_fh.remove(&fh).ok_or(Errno::EBADF)?;
+        let Some((h, refs)) = self.shared.get_mut(&key) else {
+            return Err(Errno::EBADF);
+        };
+        *refs -= 1;
+        if *refs == 0 {
+            let h = *h;
+            self.shared.remove(&key);
+            fs.close(h).map_err(errno)?;
+        }
+        Ok(())
+    }
+
+    /// The library handles of `ino` that write (an `fsync` through any file of an inode must
+    /// make every write to it durable, also those made through other files).
+    fn writers(&self, ino: Ino) -> Vec<dffs::Fh> {
+        self.shared
+            .iter()
+            .filter(|((i, write, _, _), _)| *i == ino && *write)
+            .map(|(_, (h, _))| *h)
+            .collect()
+    }
+
+    /// Library handles open now.
+    pub fn open_count(&self) -> usize {
+        self.shared.len()
+    }
+}
+
 /// What the mounted session shares between the FUSE threads, the signal handler and the
 /// code that ends the session.
 pub struct Shared {
@@ -79,6 +169,8 @@ pub struct Shared {
     pub sync: bool,
     /// The first error met while persisting the image (later replies fail with `EIO`).
     pub persist_error: Option<String>,
+    /// The kernel's open files.
+    pub handles: Handles,
 }
 
 /// The FUSE file system: the kernel's requests, answered by the shared [`Shared`] state.
@@ -123,10 +215,14 @@ impl DffsFuse {
     }
 
     /// Runs `f` on the mounted file system; `EIO` once it is gone.
-    fn with<R>(&self, f: impl FnOnce(&mut Fs<ImageFlash>) -> Result<R, Errno>) -> Result<R, Errno> {
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mut Fs<ImageFlash>, &mut Handles) -> Result<R, Errno>,
+    ) -> Result<R, Errno> {
         let mut g = lock(&self.shared);
-        match g.fs.as_mut() {
-            Some(fs) => f(&mut *fs),
+        let sh = &mut *g;
+        match sh.fs.as_mut() {
+            Some(fs) => f(&mut *fs, &mut sh.handles),
             None => Err(Errno::EIO),
         }
     }
@@ -136,14 +232,14 @@ impl DffsFuse {
     fn change<R>(
         &self,
         durable: bool,
-        f: impl FnOnce(&mut Fs<ImageFlash>) -> Result<R, Errno>,
+        f: impl FnOnce(&mut Fs<ImageFlash>, &mut Handles) -> Result<R, Errno>,
     ) -> Result<R, Errno> {
         let mut g = lock(&self.shared);
         let sh = &mut *g;
         let Some(fs) = sh.fs.as_mut() else {
             return Err(Errno::EIO);
         };
-        let r = f(&mut *fs);
+        let r = f(&mut *fs, &mut sh.handles);
         if durable || sh.sync {
             if let Err(e) = fs.flash_mut().persist() {
                 if sh.persist_error.is_none() {
@@ -233,10 +329,6 @@ fn ino(i: INodeNo) -> Result<Ino, Errno> {
     Ino::try_from(i.0).map_err(|_| Errno::ENOENT)
 }
 
-fn fh(h: FileHandle) -> Result<dffs::Fh, Errno> {
-    u32::try_from(h.0).map(dffs::Fh).map_err(|_| Errno::EBADF)
-}
-
 fn time_of(t: TimeOrNow) -> Time {
     match t {
         TimeOrNow::SpecificTime(t) => dffs_time(t),
@@ -302,7 +394,7 @@ impl Filesystem for DffsFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let r = self.with(|fs| fs.lookup(ino(parent)?, name.as_bytes()).map_err(errno));
+        let r = self.with(|fs, _| fs.lookup(ino(parent)?, name.as_bytes()).map_err(errno));
         match r {
             Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), self.generation(st.ino)),
             Err(e) => reply.error(e),
@@ -310,7 +402,7 @@ impl Filesystem for DffsFuse {
     }
 
     fn getattr(&self, _req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.with(|fs| fs.stat(ino(i)?).map_err(errno)) {
+        match self.with(|fs, _| fs.stat(ino(i)?).map_err(errno)) {
             Ok(st) => reply.attr(&ATTR_TTL, &self.attr(&st)),
             Err(e) => reply.error(e),
         }
@@ -342,14 +434,14 @@ impl Filesystem for DffsFuse {
             atime: atime.map(time_of),
             mtime: mtime.map(time_of),
         };
-        match self.change(false, |fs| fs.setattr(ino(i)?, a).map_err(errno)) {
+        match self.change(false, |fs, _| fs.setattr(ino(i)?, a).map_err(errno)) {
             Ok(st) => reply.attr(&ATTR_TTL, &self.attr(&st)),
             Err(e) => reply.error(e),
         }
     }
 
     fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
-        match self.with(|fs| fs.readlink(ino(i)?).map_err(errno)) {
+        match self.with(|fs, _| fs.readlink(ino(i)?).map_err(errno)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
         }
@@ -370,7 +462,7 @@ impl Filesystem for DffsFuse {
             reply.error(Errno::EPERM);
             return;
         }
-        let r = self.change(false, |fs| {
+        let r = self.change(false, |fs, _| {
             let p = ino(parent)?;
             let (uid, gid, perm) = owner(fs, req, p, mode & 0o7777, false);
             fs.create(p, name.as_bytes(), perm, uid, gid).map_err(errno)
@@ -390,7 +482,7 @@ impl Filesystem for DffsFuse {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let r = self.change(false, |fs| {
+        let r = self.change(false, |fs, _| {
             let p = ino(parent)?;
             let (uid, gid, perm) = owner(fs, req, p, mode & !umask & 0o7777, true);
             fs.mkdir(p, name.as_bytes(), perm, uid, gid).map_err(errno)
@@ -402,7 +494,7 @@ impl Filesystem for DffsFuse {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.change(false, |fs| {
+        match self.change(false, |fs, _| {
             fs.unlink(ino(parent)?, name.as_bytes()).map_err(errno)
         }) {
             Ok(()) => reply.ok(),
@@ -411,7 +503,7 @@ impl Filesystem for DffsFuse {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.change(false, |fs| {
+        match self.change(false, |fs, _| {
             fs.rmdir(ino(parent)?, name.as_bytes()).map_err(errno)
         }) {
             Ok(()) => reply.ok(),
@@ -427,7 +519,7 @@ impl Filesystem for DffsFuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let r = self.change(false, |fs| {
+        let r = self.change(false, |fs, _| {
             let p = ino(parent)?;
             let (uid, gid, _) = owner(fs, req, p, 0o777, false);
             fs.symlink(
@@ -462,7 +554,7 @@ impl Filesystem for DffsFuse {
             reply.error(Errno::EINVAL);
             return;
         }
-        let r = self.change(false, |fs| {
+        let r = self.change(false, |fs, _| {
             let (op, np) = (ino(parent)?, ino(newparent)?);
             if noreplace {
                 match fs.lookup(np, newname.as_bytes()) {
@@ -488,7 +580,7 @@ impl Filesystem for DffsFuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let r = self.with(|fs| {
+        let r = self.with(|fs, _| {
             fs.link(ino(i)?, ino(newparent)?, newname.as_bytes())
                 .map_err(link_errno)
         });
@@ -508,8 +600,8 @@ impl Filesystem for DffsFuse {
             sync: is_sync(flags.0),
             truncate: write && flags.0 & libc::O_TRUNC != 0,
         };
-        match self.change(false, |fs| fs.open(ino(i)?, f).map_err(errno)) {
-            Ok(h) => reply.opened(FileHandle(h.0 as u64), FopenFlags::empty()),
+        match self.change(false, |fs, hs| hs.open(fs, ino(i)?, f).map_err(errno)) {
+            Ok(h) => reply.opened(FileHandle(h), FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
     }
@@ -525,7 +617,7 @@ impl Filesystem for DffsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.with(|fs| read_all(fs, fh(h)?, offset, size as usize).map_err(errno)) {
+        match self.with(|fs, hs| read_all(fs, hs.get(h)?, offset, size as usize).map_err(errno)) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(e),
         }
@@ -545,8 +637,8 @@ impl Filesystem for DffsFuse {
     ) {
         // An O_SYNC handle's write is committed by the library before it returns; it must
         // reach the image before the caller hears of it.
-        let r = self.change(is_sync(flags.0), |fs| {
-            write_all(fs, fh(h)?, offset, data).map_err(errno)
+        let r = self.change(is_sync(flags.0), |fs, hs| {
+            write_all(fs, hs.get(h)?, offset, data).map_err(errno)
         });
         match r {
             Ok(n) => reply.written(n as u32),
@@ -576,7 +668,7 @@ impl Filesystem for DffsFuse {
         reply: ReplyEmpty,
     ) {
         // Closing an O_SYNC file is a sync point too.
-        match self.change(is_sync(flags.0), |fs| fs.close(fh(h)?).map_err(errno)) {
+        match self.change(is_sync(flags.0), |fs, hs| hs.release(fs, h.0)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -590,14 +682,21 @@ impl Filesystem for DffsFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.change(true, |fs| fs.fsync(fh(h)?).map_err(errno)) {
+        match self.change(true, |fs, hs| {
+            let me = hs.get(h)?;
+            let ino = fs.handle_ino(me).map_err(errno)?;
+            for w in hs.writers(ino) {
+                fs.fsync(w).map_err(errno)?;
+            }
+            fs.fsync(me).map_err(errno)
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.with(|fs| fs.stat(ino(i)?).map_err(errno)) {
+        match self.with(|fs, _| fs.stat(ino(i)?).map_err(errno)) {
             Ok(st) if st.kind == FileKind::Dir => reply.opened(FileHandle(0), FopenFlags::empty()),
             Ok(_) => reply.error(Errno::ENOTDIR),
             Err(e) => reply.error(e),
@@ -614,7 +713,7 @@ impl Filesystem for DffsFuse {
     ) {
         // Offsets: 1 after ".", 2 after "..", then the library's cookie + 2 (stable across
         // changes, so a listing interrupted by creates and deletes goes on where it was).
-        let r = self.with(|fs| {
+        let r = self.with(|fs, _| {
             let dir = ino(i)?;
             let me = fs.stat(dir).map_err(errno)?;
             if me.kind != FileKind::Dir {
@@ -650,14 +749,14 @@ impl Filesystem for DffsFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.change(true, |fs| fs.sync().map_err(errno)) {
+        match self.change(true, |fs, _| fs.sync().map_err(errno)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn statfs(&self, _req: &Request, _i: INodeNo, reply: ReplyStatfs) {
-        match self.with(|fs| fs.statfs().map_err(errno)) {
+        match self.with(|fs, _| fs.statfs().map_err(errno)) {
             Ok(s) => reply.statfs(
                 s.blocks,
                 s.blocks_free,
@@ -699,7 +798,7 @@ impl Filesystem for DffsFuse {
 
     fn access(&self, _req: &Request, i: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
         // Permissions are the kernel's (default_permissions); only existence is ours.
-        match self.with(|fs| fs.stat(ino(i)?).map_err(errno)) {
+        match self.with(|fs, _| fs.stat(ino(i)?).map_err(errno)) {
             Ok(_) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -723,13 +822,13 @@ impl Filesystem for DffsFuse {
             sync: is_sync(flags),
             truncate: false,
         };
-        let r = self.change(is_sync(flags), |fs| {
+        let r = self.change(is_sync(flags), |fs, hs| {
             let p = ino(parent)?;
             let (uid, gid, perm) = owner(fs, req, p, mode & !umask & 0o7777, false);
             let st = fs
                 .create(p, name.as_bytes(), perm, uid, gid)
                 .map_err(errno)?;
-            let h = fs.open(st.ino, f).map_err(errno)?;
+            let h = hs.open(fs, st.ino, f).map_err(errno)?;
             Ok((st, h))
         });
         match r {
@@ -737,7 +836,7 @@ impl Filesystem for DffsFuse {
                 &ENTRY_TTL,
                 &self.attr(&st),
                 self.born(st.ino),
-                FileHandle(h.0 as u64),
+                FileHandle(h),
                 FopenFlags::empty(),
             ),
             Err(e) => reply.error(e),
@@ -760,7 +859,7 @@ impl Filesystem for DffsFuse {
             reply.error(Errno::EOPNOTSUPP);
             return;
         }
-        let r = self.change(false, |fs| {
+        let r = self.change(false, |fs, _| {
             let i = ino(i)?;
             let end = offset.checked_add(length).ok_or(Errno::EFBIG)?;
             let st = fs.stat(i).map_err(errno)?;

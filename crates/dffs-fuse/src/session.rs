@@ -55,6 +55,7 @@ impl Session {
                 fs: Some(fs),
                 sync: opts.sync,
                 persist_error: None,
+                handles: Default::default(),
             })),
             image: image.to_path_buf(),
             read_only: opts.read_only,

@@ -498,6 +498,38 @@ fn fsync_and_o_sync_reach_the_image_file_before_returning() {
     );
     drop(s);
     drop(f);
+    // fsync through a read-only file makes the writes made through another file durable.
+    let mut w = File::create(p.mnt.join("other")).unwrap();
+    w.write_all(b"written by w").unwrap();
+    File::open(p.mnt.join("other")).unwrap().sync_all().unwrap();
+    assert_eq!(
+        in_image_file(&p, "other").as_deref(),
+        Some(&b"written by w"[..])
+    );
+    drop(w);
+    m.unmount().unwrap();
+}
+
+#[test]
+fn many_open_files_of_one_inode_do_not_run_out_of_handles() {
+    let Some(p) = place("many_open_files_of_one_inode_do_not_run_out_of_handles") else {
+        return;
+    };
+    let m = mount(&p, &rw());
+    fs::write(p.mnt.join("f"), b"shared").unwrap();
+    let files: Vec<File> = (0..600)
+        .map(|i| {
+            OpenOptions::new()
+                .read(true)
+                .write(i % 2 == 0)
+                .open(p.mnt.join("f"))
+                .unwrap()
+        })
+        .collect();
+    let mut buf = String::new();
+    (&files[599]).read_to_string(&mut buf).unwrap();
+    assert_eq!(buf, "shared");
+    drop(files);
     m.unmount().unwrap();
 }
 
