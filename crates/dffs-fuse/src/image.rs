@@ -181,12 +181,27 @@ impl ImageFlash {
     /// Makes the image file hold the device's current contents: through the WAL, then in
     /// place. A no-op when nothing changed or the session is read-only.
     pub fn persist(&mut self) -> io::Result<()> {
-        let Some((path, img)) = &self.image else {
+        if let Some(wal) = self.write_wal()? {
+            self.apply(wal)?;
+        }
+        Ok(())
+    }
+
+    /// Only the first half of a persist: the WAL is complete, the image not yet written (what
+    /// a session killed in the middle of a persist leaves). For tests of [`recover`].
+    #[doc(hidden)]
+    pub fn persist_wal_only(&mut self) -> io::Result<()> {
+        self.write_wal().map(|_| ())
+    }
+
+    /// Writes the changed pages into the WAL; `None` when there is nothing to write.
+    fn write_wal(&mut self) -> io::Result<Option<File>> {
+        let Some((path, _)) = &self.image else {
             self.dirty.clear();
-            return Ok(());
+            return Ok(None);
         };
         if self.dirty.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let wal = wal_path(path);
         let file = OpenOptions::new()
@@ -210,11 +225,19 @@ impl ImageFlash {
         let mut file = w.inner.into_inner().map_err(|e| e.into_error())?;
         file.write_all(&sum.to_le_bytes())?;
         file.write_all(WAL_END)?;
+        Ok(Some(file))
+    }
+
+    /// Writes the changed pages in place, then empties the WAL.
+    fn apply(&mut self, wal: File) -> io::Result<()> {
+        let Some((_, img)) = &self.image else {
+            return Ok(());
+        };
         for &p in &self.dirty {
             let raw = self.sim.raw_page(p).map_err(flash_io)?;
             img.write_all_at(&raw, p as u64 * self.page_bytes as u64)?;
         }
-        file.set_len(0)?;
+        wal.set_len(0)?;
         self.dirty.clear();
         self.persists += 1;
         Ok(())
