@@ -707,7 +707,9 @@ impl Exec {
             },
             // Until the device has refused a write, deletions are rare, so that the workload
             // really reaches a full device; after that it churns at the edge.
-            Workload::Full if self.nospace == 0 && r >= 70 && r < 93 && self.rng.below(4) > 0 => {
+            Workload::Full
+                if self.nospace == 0 && (70..93).contains(&r) && self.rng.below(4) > 0 =>
+            {
                 self.sync()
             }
             Workload::Full => match r {

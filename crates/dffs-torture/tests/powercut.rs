@@ -173,6 +173,46 @@ fn campaign_regressions() {
             0,
             "gc state survived a reload",
         ),
+        // A second cut before any checkpoint: the NAND head search took the page an earlier
+        // recovery had skipped for the end of the head, and programmed over written pages.
+        (
+            "nand-slc-128m",
+            24,
+            "churn",
+            120,
+            101,
+            308,
+            "head recovery stopped at an earlier recovery's gap",
+        ),
+        // Replay followed the journal into its reserved next block; the recovered session
+        // reopened that block as if it were still erased.
+        (
+            "nand-slc-128m",
+            24,
+            "large",
+            120,
+            102,
+            1893,
+            "journal reopened a reserved block replay had used",
+        ),
+        (
+            "nand-slc-128m",
+            24,
+            "mixed",
+            120,
+            105,
+            450,
+            "journal reopened a reserved block replay had used",
+        ),
+        (
+            "nor-qspi-16m",
+            24,
+            "churn",
+            120,
+            101,
+            2016,
+            "journal reopened a reserved block replay had used",
+        ),
     ];
     for &(name, blocks, wl, steps, seed, cut, why) in cases {
         let opts = Options {

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::flash::{Flash, FlashError, FlashKind};
 use crate::layout::{Addr, Params, MAX_HEADS, NODE_HEADER};
 use crate::node::{self, NodeBuilder, NodeType, OobTag, Probe, OOB_TAG_LEN};
-use crate::store::{Remap, Store};
+use crate::store::{BlockState, Remap, Store};
 use crate::types::Ino;
 
 /// Checkpoint flag: written by a clean unmount (nothing was written after it).
@@ -293,23 +293,29 @@ fn newest_in_block<F: Flash>(
 pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos)> {
     let g = st.p.geometry;
     let area = ANCHOR_AREA.min(g.blocks);
-    // Any valid first slot names both anchors.
+    // Any valid first slot names both anchors. But an anchor that went bad is replaced by
+    // another block of the area, and the first slot of the replacement names the new pair: the
+    // newest first slot of the area decides.
     let mut found: Option<Checkpoint> = None;
     for b in 0..area {
         for slot in [0u32, 1] {
-            let cp_slot = match g.kind {
-                FlashKind::Nand => g.page_size,
-                FlashKind::Nor => st.p.cp_slot,
+            let cp_slot = match (g.kind, &found) {
+                (FlashKind::Nand, _) => g.page_size,
+                (FlashKind::Nor, Some(f)) => f.params.cp_slot,
+                (FlashKind::Nor, None) => st.p.cp_slot,
             };
             if let Some(cp) = read_slot(st, b, slot, cp_slot)? {
                 if cp.params.geometry == g {
-                    found = Some(cp);
+                    let newer = match &found {
+                        None => true,
+                        Some(f) => cp.params.fs_id == f.params.fs_id && cp.cp_number > f.cp_number,
+                    };
+                    if newer {
+                        found = Some(cp);
+                    }
                     break;
                 }
             }
-        }
-        if found.is_some() {
-            break;
         }
     }
     let first = found.ok_or(Error::NoFileSystem)?;
@@ -352,9 +358,8 @@ pub fn write<F: Flash>(
     cp: &Checkpoint,
     pos: Option<AnchorPos>,
 ) -> Result<AnchorPos> {
-    let p = st.p;
-    let per = slots_per_block(&p);
-    let (anchor, slot) = match pos {
+    let per = slots_per_block(&st.p);
+    let (mut anchor, mut slot) = match pos {
         Some(AnchorPos {
             anchor,
             slot,
@@ -363,6 +368,55 @@ pub fn write<F: Flash>(
         Some(AnchorPos { anchor, .. }) => (1 - anchor, 0),
         None => (0, 0),
     };
+    // A program or erase of an anchor that fails: a failed append moves to the other anchor;
+    // a failed start of a block retires it and starts in a free block of the anchor area.
+    for _ in 0..ANCHOR_AREA + 2 {
+        match write_at(st, cp, anchor, slot)? {
+            true => {
+                return Ok(AnchorPos {
+                    anchor,
+                    slot,
+                    may_append: true,
+                })
+            }
+            false if slot != 0 => {
+                anchor = 1 - anchor;
+                slot = 0;
+            }
+            false => replace_anchor(st, anchor)?,
+        }
+    }
+    Err(Error::Io)
+}
+
+/// Replaces anchor `anchor` (which failed) by a free block of the anchor area and retires it.
+fn replace_anchor<F: Flash>(st: &mut Store<F>, anchor: usize) -> Result<()> {
+    let area = ANCHOR_AREA.min(st.p.geometry.blocks);
+    let old = st.p.anchors[anchor];
+    let new = (0..area)
+        .find(|&b| {
+            !st.p.anchors.contains(&b)
+                && matches!(
+                    st.blocks[b as usize].state(),
+                    BlockState::Free | BlockState::Erased
+                )
+        })
+        .ok_or(Error::Io)?;
+    st.retire(old);
+    st.p.anchors[anchor] = new;
+    st.set_state(new, BlockState::Anchor);
+    Ok(())
+}
+
+/// Writes the two copies of `cp` at `slot` of anchor `anchor` (erasing the block first at slot
+/// 0). False when the device refused the erase or a program.
+fn write_at<F: Flash>(
+    st: &mut Store<F>,
+    cp: &Checkpoint,
+    anchor: usize,
+    slot: u32,
+) -> Result<bool> {
+    let p = st.p;
     let block = p.anchors[anchor];
     if slot == 0 {
         let pb = st.phys(block);
@@ -370,9 +424,12 @@ pub fn write<F: Flash>(
         match st.m.erase(pb) {
             Ok(()) => {}
             Err(FlashError::PowerLoss) => return Err(Error::PowerLoss),
-            Err(_) => return Err(Error::Io),
+            Err(_) => return Ok(false),
         }
     }
+    // The parameters name the anchors, which may have just changed.
+    let mut cp = cp.clone();
+    cp.params = p;
     let bytes = cp.encode().finish(st.seq, p.unit());
     st.seq += 1;
     if bytes.len() > p.cp_slot as usize {
@@ -397,14 +454,10 @@ pub fn write<F: Flash>(
         match st.m.program(ppos, &data, oob) {
             Ok(()) => {}
             Err(FlashError::PowerLoss) => return Err(Error::PowerLoss),
-            Err(_) => return Err(Error::Io),
+            Err(_) => return Ok(false),
         }
     }
-    Ok(AnchorPos {
-        anchor,
-        slot,
-        may_append: true,
-    })
+    Ok(true)
 }
 
 /// Size of a checkpoint node header, for callers budgeting slot space.

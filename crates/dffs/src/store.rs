@@ -523,9 +523,7 @@ impl<F: Flash> Store<F> {
         } else {
             self.journal_last
         };
-        if self.journal_next == u32::MAX {
-            self.reserve_journal_next()?;
-        }
+        self.reserve_journal_next()?;
         let b = self.journal_next;
         self.journal_next = u32::MAX;
         let age = self.cp_number as u32;
@@ -550,9 +548,15 @@ impl<F: Flash> Store<F> {
 
     /// Allocates, erases and sets aside the journal's next block.
     pub fn reserve_journal_next(&mut self) -> Result<()> {
-        if self.journal_next != u32::MAX {
+        // A reservation is only good while its block is still set aside: after a power cut,
+        // replay may have followed the journal into it (it holds records now).
+        let jn = self.journal_next;
+        if jn != u32::MAX
+            && self.blocks.get(jn as usize).map(|e| e.state()) == Some(BlockState::Reserved)
+        {
             return Ok(());
         }
+        self.journal_next = u32::MAX;
         let n = self.alloc_block(LogKind::Journal, Priority::Reserve)?;
         self.blocks[n as usize].set_state(BlockState::Reserved);
         self.journal_next = n;
@@ -605,22 +609,44 @@ impl<F: Flash> Store<F> {
         let off = self.heads[h].off.min(bs);
         let new_off = match g.kind {
             FlashKind::Nand => {
-                let mut lo = off.div_ceil(ps);
-                let mut hi = g.pages_per_block;
                 let mut data = vec![0u8; ps as usize];
                 let mut oob = vec![0u8; g.oob_free_len as usize];
-                while lo < hi {
-                    let mid = (lo + hi) / 2;
-                    let page = b * g.pages_per_block + mid;
-                    let erased = match self.read_page(page, &mut data, &mut oob) {
-                        Ok(_) => data.iter().all(|&x| x == 0xFF) && oob.iter().all(|&x| x == 0xFF),
-                        Err(Error::PowerLoss) => return Err(Error::PowerLoss),
-                        Err(_) => false,
-                    };
-                    if erased {
-                        hi = mid;
-                    } else {
-                        lo = mid + 1;
+                let ppb = g.pages_per_block;
+                let mut erased = |st: &mut Self, i: u32| -> Result<bool> {
+                    match st.read_page(b * ppb + i, &mut data, &mut oob) {
+                        Ok(_) => {
+                            Ok(data.iter().all(|&x| x == 0xFF) && oob.iter().all(|&x| x == 0xFF))
+                        }
+                        Err(Error::PowerLoss) => Err(Error::PowerLoss),
+                        Err(_) => Ok(false),
+                    }
+                };
+                // Pages programmed since the checkpoint form a run, except that every earlier
+                // recovery without a checkpoint after it left one page unwritten (and a cut
+                // program may read as erased): binary search for the first erased page, and
+                // when one of the two pages after it is programmed, it was such a gap: search
+                // again beyond it.
+                let mut lo = off.div_ceil(ps);
+                loop {
+                    let mut hi = ppb;
+                    while lo < hi {
+                        let mid = (lo + hi) / 2;
+                        if erased(self, mid)? {
+                            hi = mid;
+                        } else {
+                            lo = mid + 1;
+                        }
+                    }
+                    let mut gap = false;
+                    for next in [lo + 1, lo + 2] {
+                        if next < ppb && !erased(self, next)? {
+                            lo = next + 1;
+                            gap = true;
+                            break;
+                        }
+                    }
+                    if !gap {
+                        break;
                     }
                 }
                 (lo + 1) * ps

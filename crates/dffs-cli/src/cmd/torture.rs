@@ -144,7 +144,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         steps: args.steps,
         seed,
         cuts,
-        config: config.clone(),
+        config,
     };
 
     if let Some(cut) = args.cut {

@@ -203,6 +203,16 @@ impl<F: Flash> Fs<F> {
             self.st.m.scrub.remove(0);
             let e = self.st.blocks.get(b as usize).copied();
             if let Some(e) = e {
+                // A block still open as a log head is closed first (as if it had filled up), so
+                // that it can be moved and erased like any other.
+                if e.state() == BlockState::Head && e.kind() != LogKind::Journal {
+                    if let Some(h) = self.st.heads.iter().position(|h| h.block == b) {
+                        if self.st.close_head(h).is_err() {
+                            continue;
+                        }
+                    }
+                }
+                let e = self.st.blocks[b as usize];
                 if e.state() == BlockState::Used && e.kind() != LogKind::Journal {
                     self.gc.victim = Some(b);
                     self.gc.pos = 0;

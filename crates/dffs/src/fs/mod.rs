@@ -437,6 +437,16 @@ impl<F: Flash> Fs<F> {
                 *b = BlockInfo::new(BlockState::Free, LogKind::DataHot, b.ec, 0, b.age());
             }
         }
+        // An anchor that went bad is replaced after the table of its checkpoint was written:
+        // the checkpoint's parameters say which blocks are the anchors now.
+        for (i, b) in blocks.iter_mut().enumerate() {
+            let anchor = p.anchors.contains(&(i as u32));
+            if anchor && b.state() != BlockState::Anchor {
+                *b = BlockInfo::new(BlockState::Anchor, LogKind::Map, b.ec, 0, b.age());
+            } else if !anchor && b.state() == BlockState::Anchor {
+                *b = BlockInfo::new(BlockState::Bad, LogKind::DataHot, b.ec, 0, b.age());
+            }
+        }
         self.st.blocks = blocks;
         self.bt_pages = cp.bt_pages.clone();
         // Heads as the checkpoint left them; any other block still marked as a head was closed

@@ -1,0 +1,292 @@
+//! Faults beyond power loss, on the simulator's NAND: bit flips within the ECC strength
+//! (data stays correct, the block is scrubbed), uncorrectable pages (EIO for the damaged range
+//! only, everything else readable and writable), and blocks that go bad on program or erase
+//! (data moved, nothing lost, the block retired).
+
+use dffs::{Config, Error, FormatOptions, Fs, Ino, OpenFlags, ROOT_INO};
+use dffs_sim::{preset::preset, SimFlash, SimOptions};
+
+const PAGE: usize = 2048;
+
+fn content(seed: u32, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn device(blocks: u32, opts: SimOptions) -> SimFlash {
+    let p = preset("nand-slc-128m")
+        .unwrap()
+        .with_blocks(blocks)
+        .unwrap();
+    let dev = SimFlash::with_options(p, opts).unwrap();
+    Fs::format(dev, &FormatOptions::default()).unwrap()
+}
+
+fn write_file(fs: &mut Fs<SimFlash>, name: &str, data: &[u8]) -> Ino {
+    let ino = fs
+        .create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    let fh = fs.open(ino, OpenFlags::RW).unwrap();
+    for (i, chunk) in data.chunks(8192).enumerate() {
+        fs.write(fh, (i * 8192) as u64, chunk).unwrap();
+    }
+    fs.fsync(fh).unwrap();
+    fs.close(fh).unwrap();
+    ino
+}
+
+fn read_range(fs: &mut Fs<SimFlash>, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>, Error> {
+    let fh = fs.open(ino, OpenFlags::READ).unwrap();
+    let mut buf = vec![0u8; len];
+    let r = fs.read(fh, off, &mut buf);
+    fs.close(fh).unwrap();
+    let n = r?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// The flash page whose data area starts with `data[off..off + 64]` (a file's page on NAND is
+/// stored raw, page-aligned).
+fn page_holding(dev: &SimFlash, needle: &[u8]) -> u32 {
+    let pages = dev.preset().geometry.blocks * dev.preset().geometry.pages_per_block;
+    (0..pages)
+        .find(|&p| {
+            dev.raw_page(p)
+                .map(|raw| raw[..needle.len()] == *needle)
+                .unwrap_or(false)
+        })
+        .expect("the page holding the data")
+}
+
+#[test]
+fn corrected_bit_flips_keep_the_data_and_get_the_block_scrubbed() {
+    let mut fs = Fs::mount(device(48, SimOptions::seeded(1)), Config::default()).unwrap();
+    let data = content(1, 64 * PAGE);
+    let ino = write_file(&mut fs, "a", &data);
+    let other = content(2, 10 * PAGE);
+    let ino_b = write_file(&mut fs, "b", &other);
+    let page = page_holding(fs.flash(), &data[20 * PAGE..20 * PAGE + 64]);
+    let ppb = fs.flash().preset().geometry.pages_per_block;
+    let block = page / ppb;
+    // One flipped bit per 512-byte codeword: within the SLC preset's 1-bit ECC.
+    fs.flash_mut().inject_bitflips(page, 1).unwrap();
+    assert_eq!(read_range(&mut fs, ino, 0, data.len()).unwrap(), data);
+    assert!(fs.op_counts().corrected > 0, "the read saw corrected bits");
+
+    // Idle-time work moves the block's live data elsewhere (the block is erased when it is
+    // next allocated): reads no longer meet the flipped bits.
+    for _ in 0..50 {
+        let rep = fs.gc_step(64).unwrap();
+        if !rep.more {
+            break;
+        }
+    }
+    let before = fs.op_counts().corrected;
+    assert_eq!(read_range(&mut fs, ino, 0, data.len()).unwrap(), data);
+    assert_eq!(
+        fs.op_counts().corrected,
+        before,
+        "block {block} with corrected reads was not scrubbed"
+    );
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    assert_eq!(read_range(&mut fs, ino, 0, data.len()).unwrap(), data);
+    assert_eq!(read_range(&mut fs, ino_b, 0, other.len()).unwrap(), other);
+    assert!(fs.fsck().unwrap().is_clean());
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    assert_eq!(read_range(&mut fs, ino, 0, data.len()).unwrap(), data);
+}
+
+#[test]
+fn an_uncorrectable_data_page_is_eio_for_its_range_only() {
+    let mut fs = Fs::mount(device(48, SimOptions::seeded(2)), Config::default()).unwrap();
+    let data = content(3, 32 * PAGE);
+    let ino = write_file(&mut fs, "victim", &data);
+    let other = content(4, 8 * PAGE);
+    let ino_b = write_file(&mut fs, "bystander", &other);
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    let page = page_holding(fs.flash(), &data[10 * PAGE..10 * PAGE + 64]);
+    fs.flash_mut().inject_uncorrectable(page).unwrap();
+    // The damaged page's range fails...
+    assert_eq!(
+        read_range(&mut fs, ino, 10 * PAGE as u64, PAGE).unwrap_err(),
+        Error::Io
+    );
+    assert_eq!(
+        read_range(&mut fs, ino, 0, data.len()).unwrap_err(),
+        Error::Io,
+        "a read spanning the damaged page"
+    );
+    // ...the rest of the file does not...
+    assert_eq!(
+        read_range(&mut fs, ino, 0, 10 * PAGE).unwrap(),
+        &data[..10 * PAGE]
+    );
+    assert_eq!(
+        read_range(&mut fs, ino, 11 * PAGE as u64, 21 * PAGE).unwrap(),
+        &data[11 * PAGE..]
+    );
+    // ...nor other files, and the file system stays writable.
+    assert_eq!(read_range(&mut fs, ino_b, 0, other.len()).unwrap(), other);
+    let fresh = content(5, 5 * PAGE);
+    let ino_c = write_file(&mut fs, "after", &fresh);
+    assert_eq!(read_range(&mut fs, ino_c, 0, fresh.len()).unwrap(), fresh);
+    // Rewriting the damaged range heals the file.
+    let fh = fs.open(ino, OpenFlags::RW).unwrap();
+    let patch = content(6, PAGE);
+    fs.write(fh, 10 * PAGE as u64, &patch).unwrap();
+    fs.fsync(fh).unwrap();
+    fs.close(fh).unwrap();
+    let mut want = data.clone();
+    want[10 * PAGE..11 * PAGE].copy_from_slice(&patch);
+    assert_eq!(read_range(&mut fs, ino, 0, want.len()).unwrap(), want);
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    assert_eq!(read_range(&mut fs, ino, 0, want.len()).unwrap(), want);
+    assert!(fs.fsck().unwrap().is_clean());
+}
+
+/// Writes and rewrites files on a device where programs and erases fail at random (each
+/// failure makes its block bad); checks after every synced step and after a remount that
+/// every file holds its last content, and that the bad blocks were retired.
+fn survive_failures(opts: SimOptions, steps: u32) -> (SimFlash, usize) {
+    let mut fs = Fs::mount(device(64, opts), Config::default()).unwrap();
+    let mut files: Vec<(Ino, Vec<u8>)> = Vec::new();
+    for step in 0..steps {
+        let k = step as usize % 12;
+        let data = content(100 + step, (1 + (step as usize * 7919) % 23) * PAGE * 4);
+        if k >= files.len() {
+            let ino = write_file(&mut fs, &format!("f{k}"), &data);
+            files.push((ino, data));
+        } else {
+            let ino = files[k].0;
+            let fh = fs.open(ino, OpenFlags::RW).unwrap();
+            fs.truncate(fh, 0).unwrap();
+            fs.write(fh, 0, &data).unwrap();
+            fs.fsync(fh).unwrap();
+            fs.close(fh).unwrap();
+            files[k].1 = data;
+        }
+        if step % 10 == 9 {
+            for (ino, want) in &files {
+                assert_eq!(
+                    &read_range(&mut fs, *ino, 0, want.len() + 1).unwrap(),
+                    want,
+                    "step {step}"
+                );
+            }
+        }
+    }
+    let bad = fs.info().bad_blocks as usize;
+    assert!(fs.fsck().unwrap().is_clean());
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    for (ino, want) in &files {
+        assert_eq!(&read_range(&mut fs, *ino, 0, want.len() + 1).unwrap(), want);
+    }
+    assert!(fs.fsck().unwrap().is_clean());
+    assert_eq!(fs.info().bad_blocks as usize, bad);
+    (fs.unmount().unwrap(), bad)
+}
+
+#[test]
+fn blocks_that_fail_to_program_are_retired_and_nothing_is_lost() {
+    let mut opts = SimOptions::seeded(7);
+    opts.program_fail_rate = 0.0005;
+    let (dev, bad) = survive_failures(opts, 150);
+    let grown = dev.grown_bad_blocks();
+    assert!(
+        !grown.is_empty(),
+        "the run should have met program failures"
+    );
+    assert_eq!(bad, grown.len(), "every grown bad block is retired");
+}
+
+#[test]
+fn blocks_that_fail_to_erase_are_retired_and_nothing_is_lost() {
+    let mut opts = SimOptions::seeded(8);
+    opts.erase_fail_rate = 0.05;
+    let (dev, bad) = survive_failures(opts, 150);
+    let grown = dev.grown_bad_blocks();
+    eprintln!("erases {} grown {grown:?}", dev.stats().erases);
+    assert!(!grown.is_empty(), "the run should have met erase failures");
+    assert_eq!(bad, grown.len(), "every grown bad block is retired");
+}
+
+#[test]
+fn factory_bad_blocks_are_never_used() {
+    let mut opts = SimOptions::seeded(9);
+    opts.factory_bad_blocks = 2;
+    let p = preset("nand-slc-128m").unwrap().with_blocks(100).unwrap();
+    let dev = SimFlash::with_options(p, opts).unwrap();
+    let factory = dev.factory_bad_blocks();
+    assert_eq!(factory.len(), 2);
+    let dev = Fs::format(dev, &FormatOptions::default()).unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    assert_eq!(fs.info().bad_blocks, 2);
+    for i in 0..30u32 {
+        write_file(&mut fs, &format!("f{i}"), &content(i, 40 * PAGE));
+    }
+    let dev = fs.unmount().unwrap();
+    // The simulator refuses programs and erases of bad blocks, so finishing the writes proves
+    // nothing touched them; their pages must still be as they were.
+    for b in factory {
+        assert_eq!(dev.erase_counts()[b as usize], 0, "block {b}");
+    }
+}
+
+/// The two checkpoint anchors are blocks like any other: when one fails to erase or program, a
+/// free block of the anchor area replaces it, and mount finds the checkpoints there.
+#[test]
+fn anchor_blocks_that_go_bad_are_replaced() {
+    for (fail_erase, fail_program) in [(true, false), (false, true), (true, true)] {
+        let mut fs = Fs::mount(device(32, SimOptions::seeded(11)), Config::default()).unwrap();
+        // Format takes the first two good blocks as anchors.
+        if fail_erase {
+            fs.flash_mut().fail_next_erase_of(0).unwrap();
+        }
+        if fail_program {
+            fs.flash_mut().fail_next_program_in(1).unwrap();
+        }
+        let mut files = Vec::new();
+        // Enough checkpoints to fill and switch anchor blocks several times.
+        for i in 0..300u32 {
+            let data = content(500 + i, 100 + i as usize);
+            let ino = write_file(&mut fs, &format!("f{i}"), &data);
+            fs.checkpoint().unwrap();
+            files.push((ino, data));
+        }
+        let grown = fs.flash().grown_bad_blocks();
+        assert!(
+            (!fail_erase || grown.contains(&0)) && (!fail_program || grown.contains(&1)),
+            "{grown:?}"
+        );
+        assert_eq!(fs.info().bad_blocks as usize, grown.len());
+        assert!(fs.fsck().unwrap().is_clean());
+        let dev = fs.unmount().unwrap();
+        let mut fs = Fs::mount(dev, Config::default()).unwrap();
+        for (ino, want) in &files {
+            assert_eq!(&read_range(&mut fs, *ino, 0, want.len() + 1).unwrap(), want);
+        }
+        assert!(fs.fsck().unwrap().is_clean());
+        // And after a power cut (no clean unmount) too.
+        let data = content(9, 3000);
+        let ino = write_file(&mut fs, "late", &data);
+        let mut dev = fs.into_flash();
+        dev.power_off();
+        dev.power_up();
+        let mut fs = Fs::mount(dev, Config::default()).unwrap();
+        assert_eq!(read_range(&mut fs, ino, 0, 4000).unwrap(), data);
+        assert!(fs.fsck().unwrap().is_clean());
+    }
+}
