@@ -25,6 +25,7 @@ pub use session::{is_root, lazy_unmount, Background, Session};
 /// Whether this machine can mount FUSE file systems here: `Err` with the reason when not
 /// (tests use it to skip with a message instead of passing silently).
 pub fn fuse_usable() -> Result<(), String> {
+    // Also fusermount3, which mounts for users, opens the device with the user's rights.
     match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -39,7 +40,7 @@ pub fn fuse_usable() -> Result<(), String> {
             .output()
             .is_err()
     {
-        return Err("not root and fusermount3 is not installed".into());
+        return Err("not root, and fusermount3 (Debian package fuse3) is not installed".into());
     }
     Ok(())
 }
