@@ -23,6 +23,14 @@ pub const S_IFREG: u32 = 0o100000;
 pub const S_IFDIR: u32 = 0o040000;
 /// Symbolic link.
 pub const S_IFLNK: u32 = 0o120000;
+/// Type bits of a named pipe.
+pub const S_IFIFO: u32 = 0o010000;
+/// Type bits of a character device.
+pub const S_IFCHR: u32 = 0o020000;
+/// Type bits of a block device.
+pub const S_IFBLK: u32 = 0o060000;
+/// Type bits of a socket.
+pub const S_IFSOCK: u32 = 0o140000;
 
 /// A point in time: seconds and nanoseconds since the Unix epoch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -126,6 +134,11 @@ impl Attrs {
     /// Whether this is a symbolic link.
     pub fn is_symlink(&self) -> bool {
         self.mode & S_IFMT == S_IFLNK
+    }
+    /// Whether this is a special file (named pipe, socket, character or block device): an
+    /// inode without data, whose device number (devices) is its 4-byte inline content.
+    pub fn is_special(&self) -> bool {
+        matches!(self.mode & S_IFMT, S_IFIFO | S_IFCHR | S_IFBLK | S_IFSOCK)
     }
 }
 

@@ -250,7 +250,10 @@ impl<F: Flash> Fs<F> {
                     }
                 }
                 MapEntry::File { .. } => {
-                    fs.load_file(ino)?;
+                    // Pipes, sockets and devices are the operating system's to open.
+                    if fs.load_file(ino)?.node.attrs.is_special() {
+                        return Err(Error::Invalid);
+                    }
                 }
                 MapEntry::Orphan | MapEntry::Free => return Err(Error::NotFound),
             }

@@ -12,7 +12,10 @@ use crate::flash::Flash;
 use crate::journal::{mask, name_hash, name_key, Record, SYMLINK_MAX};
 use crate::layout::{Addr, NAME_MAX};
 use crate::map::MapEntry;
-use crate::types::{Attrs, Ino, Time, ROOT_INO, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use crate::types::{
+    Attrs, Ino, Time, ROOT_INO, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG,
+    S_IFSOCK,
+};
 
 /// Kind of a file-system object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,6 +53,8 @@ pub struct Stat {
     pub ctime: Time,
     /// Space used, in 512-byte units.
     pub blocks: u64,
+    /// Device number of a character or block device (0 for everything else).
+    pub rdev: u32,
 }
 
 /// One directory entry returned by readdir.
@@ -219,17 +224,27 @@ impl<F: Flash> Fs<F> {
                     mtime: r.attrs.mtime,
                     ctime: r.attrs.ctime,
                     blocks: size / 512,
+                    rdev: 0,
                 })
             }
             MapEntry::File { .. } | MapEntry::Orphan => {
-                let (attrs, mut size, nlink) =
+                let (attrs, mut size, nlink, rdev) =
                     match self.inos.get(&ino).and_then(|o| o.orphan.as_ref()) {
-                        Some(n) => (n.attrs, n.size, 0),
+                        Some(n) => (n.attrs, n.size, 0, 0),
                         None => {
                             let c = self.load_file(ino)?;
-                            (c.node.attrs, c.node.size, 1)
+                            let rdev = match (&c.node.content.inline, c.node.attrs.is_special()) {
+                                (Some(d), true) if d.len() == 4 => {
+                                    u32::from_le_bytes([d[0], d[1], d[2], d[3]])
+                                }
+                                _ => 0,
+                            };
+                            (c.node.attrs, c.node.size, 1, rdev)
                         }
                     };
+                if attrs.is_special() {
+                    size = 0;
+                }
                 let mut attrs = attrs;
                 if let Some(ov) = self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
                     size = ov.size;
@@ -248,6 +263,7 @@ impl<F: Flash> Fs<F> {
                     mtime: attrs.mtime,
                     ctime: attrs.ctime,
                     blocks: size.div_ceil(p.data_block as u64) * (p.data_block as u64 / 512).max(1),
+                    rdev,
                 })
             }
             MapEntry::Free => Err(Error::NotFound),
@@ -366,6 +382,32 @@ impl<F: Flash> Fs<F> {
                 return Err(Error::NameTooLong);
             }
             fs.create_any(parent, name, S_IFLNK | 0o777, uid, gid, target)
+        })
+    }
+
+    /// Creates a special file: a named pipe (`S_IFIFO`), a socket (`S_IFSOCK`), or a character
+    /// (`S_IFCHR`) or block (`S_IFBLK`) device with device number `rdev`; `S_IFREG` creates a
+    /// regular file. The file system stores such inodes and reports them; opening them for
+    /// I/O is the operating system's business (the library refuses it with `Invalid`).
+    pub fn mknod(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Stat> {
+        self.guard(|fs| {
+            let perm = mode & 0o7777;
+            match mode & S_IFMT {
+                S_IFREG => fs.create_any(parent, name, S_IFREG | perm, uid, gid, b""),
+                t @ (S_IFIFO | S_IFSOCK) => fs.create_any(parent, name, t | perm, uid, gid, b""),
+                t @ (S_IFCHR | S_IFBLK) => {
+                    fs.create_any(parent, name, t | perm, uid, gid, &rdev.to_le_bytes())
+                }
+                _ => Err(Error::Invalid),
+            }
         })
     }
 
@@ -507,6 +549,9 @@ impl<F: Flash> Fs<F> {
             if let Some(size) = a.size {
                 if is_dir {
                     return Err(Error::IsDir);
+                }
+                if fs.load_file(ino)?.node.attrs.is_special() {
+                    return Err(Error::Invalid);
                 }
                 fs.truncate_ino(ino, size)?;
             }
