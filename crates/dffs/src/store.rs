@@ -862,7 +862,24 @@ impl<F: Flash> Store<F> {
     }
 
     /// Programs the buffered page from `buf_prog` up to `end` (a program-unit multiple).
+    ///
+    /// Before a journal page is programmed, the data heads' buffered pages are: compressed data
+    /// nodes share pages and wait in those buffers, and a journal record must never become
+    /// durable before the data it points at.
     fn program_buffered(&mut self, h: usize, end: u32) -> Result<()> {
+        if h == self.head_index(LogKind::Journal) {
+            for kind in [LogKind::DataHot, LogKind::DataCold] {
+                let dh = self.head_index(kind);
+                let hd = &self.heads[dh];
+                if dh != h
+                    && hd.is_open()
+                    && !hd.buf.is_empty()
+                    && hd.off - hd.buf_page > hd.buf_prog
+                {
+                    self.flush_head(dh)?;
+                }
+            }
+        }
         let g = self.p.geometry;
         let (block, page_off, start) = {
             let hd = &self.heads[h];

@@ -366,7 +366,7 @@ impl<F: Flash> Fs<F> {
             node.content
                 .pending
                 .iter_blocks(stride)
-                .filter(|(_, a)| a.is_some()),
+                .filter(|(_, a)| !a.is_none()),
         );
         for a in nodes {
             w.claim(a, p.align(p.index_node), "index node", path);
@@ -379,6 +379,25 @@ impl<F: Flash> Fs<F> {
                     "{path}: block {b} mapped beyond the size {}",
                     node.size
                 ));
+            }
+            if a.is_packed() {
+                match self.data_extent(a) {
+                    Some((at, len)) => w.claim(at, len, "compressed data node", path),
+                    None => {
+                        w.rep
+                            .error(format!("{path}: block {b} at {a:?} is no compressed node"));
+                        continue;
+                    }
+                }
+                let mut data = vec![0u8; p.data_block as usize];
+                match self.read_data(a, node.ino, b, &mut data) {
+                    Ok(()) => {}
+                    Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                    Err(e) => w.rep.error(format!(
+                        "{path}: compressed block {b} at {a:?} unreadable ({e})"
+                    )),
+                }
+                continue;
             }
             if !p.addr_valid(a) {
                 w.rep.error(format!(

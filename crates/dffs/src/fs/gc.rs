@@ -15,6 +15,7 @@ use alloc::vec::Vec;
 
 use super::Fs;
 use crate::codec::Reader;
+use crate::compress;
 use crate::error::{Error, Result};
 use crate::file::Index;
 use crate::flash::{EccStatus, Flash, FlashKind};
@@ -349,6 +350,9 @@ impl<F: Flash> Fs<F> {
                     if h.typ == NodeType::Data {
                         // A data node starting in this page runs on into following pages.
                         self.gc_data_node(a, &data[i..i + len])?;
+                    } else if h.typ == NodeType::DataZ {
+                        let bytes = data[i..i + len].to_vec();
+                        self.gc_dataz_node(a, &h, &bytes)?;
                     } else {
                         let bytes = data[i..i + len].to_vec();
                         self.gc_node(a, &h, &bytes)?;
@@ -392,6 +396,8 @@ impl<F: Flash> Fs<F> {
                 let mut adv = p.align(h.len);
                 if h.typ == NodeType::Data {
                     adv = self.gc_data_node(a, &bytes)?;
+                } else if h.typ == NodeType::DataZ {
+                    self.gc_dataz_node(a, &h, &bytes)?;
                 } else {
                     self.gc_node(a, &h, &bytes)?;
                 }
@@ -617,6 +623,29 @@ impl<F: Flash> Fs<F> {
         self.kill_data(a);
         self.gc.moved_bytes += data.len() as u64;
         self.retarget(ino, b, 1, committed, overlay, new)
+    }
+
+    /// Liveness and relocation of a compressed data node: a live one is copied as it is (no
+    /// recompression) and the block pointer follows it.
+    fn gc_dataz_node(&mut self, a: Addr, h: &node::NodeHeader, bytes: &[u8]) -> Result<()> {
+        let p = self.st.p;
+        let z = match compress::parse_dataz(h.flags, &bytes[NODE_HEADER as usize..]) {
+            Ok(z) => z,
+            Err(_) => return Ok(()),
+        };
+        let ptr = Addr::packed(a);
+        let (committed, overlay) = self.data_refs(h.ino, z.block, ptr)?;
+        if !committed && !overlay {
+            return Ok(());
+        }
+        let nb = compress::dataz_node(h.ino, z.block, z.algo, z.raw_len, z.payload);
+        let na = self
+            .st
+            .write_node(LogKind::DataCold, nb, Priority::Reserve)?;
+        let len = p.align(h.len);
+        self.st.kill(a, len);
+        self.gc.moved_bytes += len as u64;
+        self.retarget(h.ino, z.block, 1, committed, overlay, Addr::packed(na))
     }
 
     /// Liveness and relocation of a data node (header plus payload); returns its length.

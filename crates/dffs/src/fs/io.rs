@@ -10,11 +10,12 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::Fs;
+use crate::compress::{self, DATAZ_HEADER};
 use crate::error::{Error, Result};
 use crate::file::{blocks_for, inline_limit, Content, FileNode, Index};
 use crate::flash::{EccStatus, Flash, FlashKind};
 use crate::journal::{max_commit_extents, BlockMap, Record, Tid};
-use crate::layout::{Addr, LogKind};
+use crate::layout::{Addr, LogKind, NODE_HEADER};
 use crate::map::MapEntry;
 use crate::node::{NodeBuilder, NodeType, OobTag, OOB_TAG_LEN};
 use crate::store::{BlockInfo, BlockState, Priority, DATA_HEADER};
@@ -430,7 +431,10 @@ impl<F: Flash> Fs<F> {
     }
 
     /// Reads the whole data block at `a` into `buf`, checking it belongs to (`ino`, `b`).
-    fn read_data(&mut self, a: Addr, ino: Ino, b: u32, buf: &mut [u8]) -> Result<()> {
+    pub(crate) fn read_data(&mut self, a: Addr, ino: Ino, b: u32, buf: &mut [u8]) -> Result<()> {
+        if a.is_packed() {
+            return self.read_packed(a, ino, b, buf);
+        }
         let p = self.st.p;
         let g = p.geometry;
         match g.kind {
@@ -464,6 +468,24 @@ impl<F: Flash> Fs<F> {
                 self.st.read(p.byte_of(a), buf)
             }
         }
+    }
+
+    /// Reads and decompresses the compressed data node a packed pointer `a` points at. A node
+    /// that is unreadable, fails its CRC, belongs elsewhere or does not decompress to exactly
+    /// one block is `Io`.
+    fn read_packed(&mut self, a: Addr, ino: Ino, b: u32, buf: &mut [u8]) -> Result<()> {
+        let p = self.st.p;
+        let (h, bytes) = match self.st.read_node(a.node(), NodeType::DataZ, p.data_block) {
+            Ok(x) => x,
+            Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+            Err(_) => return Err(Error::Io),
+        };
+        let z = compress::parse_dataz(h.flags, &bytes[NODE_HEADER as usize..])
+            .map_err(|_| Error::Io)?;
+        if h.ino != ino || z.block != b || z.raw_len as usize != buf.len() {
+            return Err(Error::Io);
+        }
+        compress::decompress(z.algo, z.payload, buf)
     }
 
     /// Block `b` of `ino` (zeros for holes).
@@ -549,7 +571,7 @@ impl<F: Flash> Fs<F> {
             }
             Src::At(a) => a,
         };
-        if p.geometry.kind == FlashKind::Nand {
+        if p.geometry.kind == FlashKind::Nand || first.is_packed() {
             self.read_data(first, ino, b, &mut dst[..bs])?;
             return Ok(bs);
         }
@@ -723,6 +745,23 @@ impl<F: Flash> Fs<F> {
             }
             return Err(e);
         }
+        // Blocks of a compressed file that shrink by at least an eighth become compressed data
+        // nodes; the rest (and every block of other files) are written raw.
+        let algo = self.committed(ino)?.compression;
+        let mut packed: Vec<(u32, u8, Vec<u8>)> = Vec::new();
+        let dirty = if algo == compress::NONE {
+            dirty
+        } else {
+            let max = (bs - bs / 8).saturating_sub(DATAZ_HEADER as usize);
+            let mut raw = Vec::with_capacity(dirty.len());
+            for (b, data) in dirty {
+                match compress::compress(algo, &data, max) {
+                    Some(z) => packed.push((b, algo, z)),
+                    None => raw.push((b, data)),
+                }
+            }
+            raw
+        };
         let mut written: Vec<(u32, u32, Addr)> = Vec::new();
         match p.geometry.kind {
             FlashKind::Nand => {
@@ -761,6 +800,15 @@ impl<F: Flash> Fs<F> {
                 }
             }
         }
+        // Compressed nodes last, so the page they leave partly filled is continued by the next
+        // write-back (on NAND they share pages; the journal programs them before any record
+        // that points at them, see `Store::program_buffered`).
+        for (b, algo, z) in &packed {
+            let nb = compress::dataz_node(ino, *b, *algo, bs as u32, z);
+            let a = self.st.write_node(LogKind::DataHot, nb, Priority::User)?;
+            written.push((*b, 1, Addr::packed(a)));
+        }
+        written.sort_by_key(|w| w.0);
         let spilled = self.overlay(ino)?.spilled.is_some();
         if spilled {
             return self.record_spilled_writes(ino, &written);
@@ -770,7 +818,7 @@ impl<F: Flash> Fs<F> {
         for &(first, count, a) in &written {
             for k in 0..count {
                 if let Some(old) = ov.extents.get(first + k, stride) {
-                    if old.is_some() {
+                    if !old.is_none() {
                         dead.push(old);
                     }
                 }
@@ -835,7 +883,7 @@ impl<F: Flash> Fs<F> {
                     ix.lookup(&sp, b)?
                 };
                 // The update's own earlier copy dies now; a committed block dies at commit.
-                if old.is_some() && !self.is_committed_block(ino, b, old)? {
+                if !old.is_none() && !self.is_committed_block(ino, b, old)? {
                     dead.push(old);
                 }
             }
@@ -893,7 +941,7 @@ impl<F: Flash> Fs<F> {
                     &mut |_, _, _| {},
                 )?;
             }
-            blocks.extend(c.pending.iter_blocks(stride).filter(|(_, a)| a.is_some()));
+            blocks.extend(c.pending.iter_blocks(stride).filter(|(_, a)| !a.is_none()));
             for (b, a) in blocks {
                 if keep.is_none_or(|k| b < k) {
                     full.insert(b, 1, a, stride);
@@ -1024,7 +1072,7 @@ impl<F: Flash> Fs<F> {
                 let mut mapped: Vec<(u32, Addr)> = sp
                     .pending
                     .iter_blocks(stride)
-                    .filter(|(b, a)| *b >= keep && a.is_some())
+                    .filter(|(b, a)| *b >= keep && !a.is_none())
                     .collect();
                 {
                     let mut ix = Index {
@@ -1061,7 +1109,7 @@ impl<F: Flash> Fs<F> {
                 let dead: Vec<Addr> = ov
                     .extents
                     .iter_blocks(stride)
-                    .filter(|(b, a)| *b >= keep && a.is_some())
+                    .filter(|(b, a)| *b >= keep && !a.is_none())
                     .map(|x| x.1)
                     .collect();
                 ov.extents.truncate(keep, stride);
@@ -1292,7 +1340,7 @@ impl<F: Flash> Fs<F> {
                     old_blocks.iter().map(|x| x.1 .0).collect();
                 for (_, a) in new_blocks {
                     if !keep.contains(&a.0) {
-                        self.claim_replayed(a, p.data_block);
+                        self.claim_replayed_data(a);
                     }
                 }
                 for a in new_nodes {
@@ -1326,7 +1374,7 @@ impl<F: Flash> Fs<F> {
                         node.content
                             .pending
                             .iter_blocks(stride)
-                            .filter(|(b, a)| *b >= keep && a.is_some())
+                            .filter(|(b, a)| *b >= keep && !a.is_none())
                             .map(|x| x.1),
                     );
                     // The folded map's blocks from `keep` on die too, except those a pending
@@ -1353,7 +1401,7 @@ impl<F: Flash> Fs<F> {
                     for k in 0..e.count {
                         let b = e.first + k;
                         let old = ix.lookup(&node.content, b)?;
-                        if old.is_some() {
+                        if !old.is_none() {
                             dead.push(old);
                         }
                     }
@@ -1365,20 +1413,7 @@ impl<F: Flash> Fs<F> {
             if self.replaying {
                 // Data written after the checkpoint: count it and keep its blocks allocated.
                 for (_, a) in extents.iter_blocks(stride) {
-                    if a.is_some() && p.addr_valid(a) {
-                        self.st.add_live(a, p.data_block);
-                        let blk = p.block_of(a) as usize;
-                        let e = self.st.blocks[blk];
-                        if matches!(e.state(), BlockState::Free | BlockState::Erased) {
-                            self.st.blocks[blk] = BlockInfo::new(
-                                BlockState::Used,
-                                LogKind::DataHot,
-                                e.ec,
-                                e.live,
-                                e.age(),
-                            );
-                        }
-                    }
+                    self.claim_replayed_data(a);
                 }
             }
         }
@@ -1433,8 +1468,15 @@ impl<F: Flash> Fs<F> {
                 &mut |a, _, _| nodes.push(a),
             )?;
         }
-        blocks.extend(c.pending.iter_blocks(stride).filter(|(_, a)| a.is_some()));
+        blocks.extend(c.pending.iter_blocks(stride).filter(|(_, a)| !a.is_none()));
         Ok((blocks, nodes))
+    }
+
+    /// During replay: counts file block pointer `a` live (a compressed block: its whole node).
+    fn claim_replayed_data(&mut self, a: Addr) {
+        if let Some((at, len)) = self.data_extent(a) {
+            self.claim_replayed(at, len);
+        }
     }
 
     /// During replay: counts `bytes` at `a` live and keeps its block from the allocator.

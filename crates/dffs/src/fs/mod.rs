@@ -1028,18 +1028,24 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
-    fn subtract_provisional(&self, table: &mut [BlockInfo]) {
+    fn subtract_provisional(&mut self, table: &mut [BlockInfo]) {
         let p = self.st.p;
         let stride = Index::<F>::stride(&p);
+        let mut provisional: Vec<Addr> = Vec::new();
         for oi in self.inos.values() {
             if let Some(ov) = &oi.overlay {
                 for (_b, a) in ov.extents.iter_blocks(stride) {
-                    if a.is_some() {
-                        let blk = p.block_of(a) as usize;
-                        if let Some(e) = table.get_mut(blk) {
-                            e.live = e.live.saturating_sub(p.data_block);
-                        }
+                    if !a.is_none() {
+                        provisional.push(a);
                     }
+                }
+            }
+        }
+        for a in provisional {
+            if let Some((at, len)) = self.data_extent(a) {
+                let blk = p.block_of(at) as usize;
+                if let Some(e) = table.get_mut(blk) {
+                    e.live = e.live.saturating_sub(len);
                 }
             }
         }
@@ -1358,7 +1364,7 @@ impl<F: Flash> Fs<F> {
             .pending
             .iter_blocks(stride)
             .map(|x| x.1)
-            .filter(|a| a.is_some())
+            .filter(|a| !a.is_none())
             .collect();
         let mut dead_nodes: Vec<Addr> = Vec::new();
         {
@@ -1391,11 +1397,36 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
-    /// Counts one data block dead.
+    /// Counts one data block dead (a compressed one: its whole node).
     pub(crate) fn kill_data(&mut self, a: Addr) {
+        if let Some((at, len)) = self.data_extent(a) {
+            self.st.kill(at, len);
+        }
+    }
+
+    /// Where the flash bytes of file block pointer `a` start and how many bytes they count
+    /// live: a raw block is one data block at `a`; a packed pointer is its whole compressed
+    /// data node, whose length is read from the node header (`None` when it cannot be read:
+    /// the block then stays counted live until garbage collection recounts it).
+    pub(crate) fn data_extent(&mut self, a: Addr) -> Option<(Addr, u32)> {
         let p = self.st.p;
-        if a.is_some() {
-            self.st.kill(a, p.data_block);
+        if a.is_none() {
+            return None;
+        }
+        if !a.is_packed() {
+            return Some((a, p.data_block));
+        }
+        let at = a.node();
+        if !p.addr_valid(at) {
+            return None;
+        }
+        let mut h = [0u8; NODE_HEADER as usize];
+        self.st.read(p.byte_of(at), &mut h).ok()?;
+        match node::probe(&h, p.data_block) {
+            Probe::Header(hd) if hd.typ == NodeType::DataZ && hd.len <= p.data_block => {
+                Some((at, p.align(hd.len)))
+            }
+            _ => None,
         }
     }
 
