@@ -32,6 +32,9 @@ pub(crate) struct GcState {
     pub victim: Option<u32>,
     /// Next byte offset to examine in it.
     pub pos: u32,
+    /// NAND: bytes at the start of the page at `pos` that belong to a compressed data node
+    /// begun in the page before (nodes start after them).
+    pub carry: u32,
     /// Totals for reports.
     pub moved_bytes: u64,
     pub blocks_collected: u64,
@@ -207,6 +210,7 @@ impl<F: Flash> Fs<F> {
                 if e.state() == BlockState::Used && e.kind() != LogKind::Journal {
                     self.gc.victim = Some(b);
                     self.gc.pos = 0;
+                    self.gc.carry = 0;
                     return true;
                 }
             }
@@ -215,6 +219,7 @@ impl<F: Flash> Fs<F> {
             if let Some(b) = self.wl_candidate() {
                 self.gc.victim = Some(b);
                 self.gc.pos = 0;
+                self.gc.carry = 0;
                 self.gc.wl_moves += 1;
                 return true;
             }
@@ -223,6 +228,7 @@ impl<F: Flash> Fs<F> {
             Some(b) => {
                 self.gc.victim = Some(b);
                 self.gc.pos = 0;
+                self.gc.carry = 0;
                 true
             }
             None => false,
@@ -304,6 +310,7 @@ impl<F: Flash> Fs<F> {
         self.st.set_state(victim, BlockState::PendingErase);
         self.gc.victim = None;
         self.gc.pos = 0;
+        self.gc.carry = 0;
         self.gc.blocks_collected += 1;
     }
 
@@ -316,6 +323,7 @@ impl<F: Flash> Fs<F> {
         let mut oob = [0xFFu8; OOB_TAG_LEN];
         let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
         let st = self.st.read_page(page, &mut data, &mut oob[..n])?;
+        let carry = core::mem::take(&mut self.gc.carry) as usize;
         let tag = match OobTag::decode(&oob) {
             Ok(Some(t)) => t,
             // Never programmed, or skipped by recovery after a power cut: later pages may still
@@ -334,9 +342,36 @@ impl<F: Flash> Fs<F> {
         if tag.kind != TAG_NODES || st == EccStatus::Uncorrectable {
             return Ok(false);
         }
-        let mut i = 0usize;
+        let mut i = carry;
         let unit = p.unit() as usize;
         while i + 2 <= data.len() {
+            // A compressed data node may run on into the next page (the rest of the block).
+            let room = (p.geometry.block_size() - page_in_block * g.page_size) as usize - i;
+            let mut hb = [0u8; NODE_HEADER as usize];
+            let head: &[u8] = if data.len() - i >= hb.len() {
+                &data[i..]
+            } else {
+                // Even the header may run on into the next page.
+                let at = p.byte_of(base) + i as u64;
+                if room < hb.len() || self.st.read(at, &mut hb).is_err() {
+                    break;
+                }
+                &hb
+            };
+            if let Probe::Header(h) = node::probe(head, room as u32) {
+                if h.typ == NodeType::DataZ && i + h.len as usize > data.len() {
+                    let a = Addr(base.0 + (i >> p.addr_shift) as u32);
+                    let mut bytes = vec![0u8; h.len as usize];
+                    if self.st.read(p.byte_of(a), &mut bytes).is_err()
+                        || node::verify(&bytes, &h).is_err()
+                    {
+                        break;
+                    }
+                    self.gc_dataz_node(a, &h, &bytes)?;
+                    self.gc.carry = (i + p.align(h.len) as usize - data.len()) as u32;
+                    break;
+                }
+            }
             match node::probe(&data[i..], (data.len() - i) as u32) {
                 Probe::Erased => break,
                 Probe::Padding => i += unit,
@@ -641,7 +676,7 @@ impl<F: Flash> Fs<F> {
         let nb = compress::dataz_node(h.ino, z.block, z.algo, z.raw_len, z.payload);
         let na = self
             .st
-            .write_node(LogKind::DataCold, nb, Priority::Reserve)?;
+            .write_spanning_node(LogKind::DataCold, nb, Priority::Reserve)?;
         let len = p.align(h.len);
         self.st.kill(a, len);
         self.gc.moved_bytes += len as u64;

@@ -805,7 +805,9 @@ impl<F: Flash> Fs<F> {
         // that points at them, see `Store::program_buffered`).
         for (b, algo, z) in &packed {
             let nb = compress::dataz_node(ino, *b, *algo, bs as u32, z);
-            let a = self.st.write_node(LogKind::DataHot, nb, Priority::User)?;
+            let a = self
+                .st
+                .write_spanning_node(LogKind::DataHot, nb, Priority::User)?;
             written.push((*b, 1, Addr::packed(a)));
         }
         written.sort_by_key(|w| w.0);
