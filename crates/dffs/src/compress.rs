@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 
 use crate::codec::Reader;
 use crate::error::{Error, Result};
-use crate::layout::NODE_HEADER;
+use crate::layout::{Params, NODE_HEADER};
 use crate::node::{NodeBuilder, NodeType};
 
 /// No compression: blocks are stored as they are.
@@ -23,6 +23,18 @@ pub const DEFLATE: u8 = 2;
 /// Bytes of a `DataZ` node before its compressed payload: the node header, the file block
 /// index (u32) and the block's uncompressed length (u32).
 pub const DATAZ_HEADER: u32 = NODE_HEADER + 8;
+
+/// Largest uncompressed length of one compressed data node (a hostile node declaring more is
+/// corrupt, so decompression never allocates more than this).
+pub const MAX_RAW: u32 = 65536;
+
+/// Consecutive file blocks compressed together into one node: 8 KiB (a quarter of the erase
+/// block at most) compress markedly better than one 2 KiB page, at the price of decompressing
+/// the group to read one block of it.
+pub fn group_blocks(p: &Params) -> u32 {
+    let bytes = 8192u32.min(p.geometry.block_size() / 4).min(MAX_RAW);
+    (bytes / p.data_block).max(1)
+}
 
 /// Deflate level used when writing (miniz's default trade-off).
 const DEFLATE_LEVEL: u8 = 6;
@@ -82,8 +94,9 @@ pub fn decompress(algo: u8, input: &[u8], out: &mut [u8]) -> Result<()> {
     }
 }
 
-/// Starts a `DataZ` node for block `block` of `ino`: `raw_len` bytes compressed with `algo`
-/// into `payload`. The caller finishes and writes it like any node.
+/// Starts a `DataZ` node for the blocks of `ino` from `block` on: `raw_len` bytes (a whole
+/// number of data blocks) compressed with `algo` into `payload`. The caller finishes and
+/// writes it like any node.
 pub fn dataz_node(ino: u32, block: u32, algo: u8, raw_len: u32, payload: &[u8]) -> NodeBuilder {
     let mut nb = NodeBuilder::new(
         NodeType::DataZ,
@@ -98,14 +111,28 @@ pub fn dataz_node(ino: u32, block: u32, algo: u8, raw_len: u32, payload: &[u8]) 
 /// A decoded `DataZ` node body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DataZ<'a> {
-    /// File block index.
+    /// First file block the node holds.
     pub block: u32,
-    /// Uncompressed length of the block.
+    /// Uncompressed length: the node holds `raw_len / data_block` consecutive blocks.
     pub raw_len: u32,
     /// Compression algorithm (header flags).
     pub algo: u8,
     /// The compressed bytes.
     pub payload: &'a [u8],
+}
+
+impl DataZ<'_> {
+    /// Blocks the node holds (`None` when its length is not a whole number of blocks).
+    pub fn blocks(&self, data_block: u32) -> Option<u32> {
+        (data_block > 0 && self.raw_len % data_block == 0).then_some(self.raw_len / data_block)
+    }
+}
+
+/// Live bytes each block pointer into a node of `len` (aligned) bytes holding `count` blocks
+/// accounts for: the node is credited `count` shares when written, and each pointer that dies
+/// takes one share away.
+pub fn share(len: u32, count: u32) -> u32 {
+    len.div_ceil(count.max(1))
 }
 
 /// Decodes the body of a verified `DataZ` node (header flags give the algorithm).
@@ -114,7 +141,7 @@ pub fn parse_dataz(flags: u8, body: &[u8]) -> Result<DataZ<'_>> {
     let block = r.u32()?;
     let raw_len = r.u32()?;
     let payload = &body[8..];
-    if !matches!(flags, LZ4 | DEFLATE) || raw_len == 0 {
+    if !matches!(flags, LZ4 | DEFLATE) || raw_len == 0 || raw_len > MAX_RAW {
         return Err(Error::Corrupt);
     }
     Ok(DataZ {

@@ -827,18 +827,24 @@ impl<F: Flash> Store<F> {
         Ok(a)
     }
 
-    /// Appends a compressed data node to data log `kind`. Unlike [`Store::write_node`], on NAND
-    /// the node may run from one page into the next (it never leaves its erase block), so
-    /// pages stay full however the compressed sizes fall. Returns its address.
+    /// Appends a compressed data node to data log `kind` and credits its block with `credit`
+    /// live bytes. Unlike [`Store::write_node`], on NAND the node may run on over the following
+    /// pages (it never leaves its erase block), so pages stay full however the compressed
+    /// sizes fall. Returns its address.
     pub fn write_spanning_node(
         &mut self,
         kind: LogKind,
         nb: NodeBuilder,
+        credit: u32,
         prio: Priority,
     ) -> Result<Addr> {
         let g = self.p.geometry;
         if g.kind == FlashKind::Nor || !kind.is_data() {
-            return self.write_node(kind, nb, prio);
+            let len = self.p.align(nb.w.len() as u32);
+            let a = self.write_node(kind, nb, prio)?;
+            self.kill(a, len);
+            self.add_live(a, credit);
+            return Ok(a);
         }
         if self.read_only {
             return Err(Error::ReadOnly);
@@ -846,7 +852,7 @@ impl<F: Flash> Store<F> {
         self.mark_session()?;
         let h = self.head_index(kind);
         let len = self.p.align(nb.w.len() as u32);
-        if len > g.page_size {
+        if len > g.block_size() {
             return Err(Error::Invalid);
         }
         if !self.heads[h].is_open() || self.heads[h].off + len > g.block_size() {
@@ -879,7 +885,7 @@ impl<F: Flash> Store<F> {
                 self.finish_page(h)?;
             }
         }
-        self.add_live(a, len);
+        self.add_live(a, credit);
         if self.heads[h].is_open() && self.heads[h].off >= g.block_size() {
             self.close_head(h)?;
         }

@@ -372,6 +372,7 @@ impl<F: Flash> Fs<F> {
             w.claim(a, p.align(p.index_node), "index node", path);
         }
         let nb = blocks_for(node.size, p.data_block);
+        let mut claimed_nodes: BTreeMap<u32, u32> = BTreeMap::new();
         for (b, a) in blocks {
             w.rep.data_blocks += 1;
             if b as u64 >= nb {
@@ -382,7 +383,9 @@ impl<F: Flash> Fs<F> {
             }
             if a.is_packed() {
                 match self.data_extent(a) {
-                    Some((at, len)) => w.claim(at, len, "compressed data node", path),
+                    // The blocks of one node point at it alike: it is claimed once, for the
+                    // shares of the blocks that still point at it.
+                    Some((at, share)) => *claimed_nodes.entry(at.0).or_insert(0) += share,
                     None => {
                         w.rep
                             .error(format!("{path}: block {b} at {a:?} is no compressed node"));
@@ -441,6 +444,11 @@ impl<F: Flash> Fs<F> {
                         .error(format!("{path}: block {b} at {a:?} unreadable ({e})")),
                 }
             }
+        }
+        for (at, shares) in claimed_nodes {
+            // Shares round up: all of them together may exceed the node by a few bytes.
+            let len = self.dataz_len(Addr(at)).unwrap_or(0).min(shares);
+            w.claim(Addr(at), len, "compressed data node", path);
         }
         Ok(())
     }

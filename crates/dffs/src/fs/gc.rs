@@ -342,6 +342,11 @@ impl<F: Flash> Fs<F> {
         if tag.kind != TAG_NODES || st == EccStatus::Uncorrectable {
             return Ok(false);
         }
+        if carry >= data.len() {
+            // The whole page belongs to a node begun before it.
+            self.gc.carry = (carry - data.len()) as u32;
+            return Ok(false);
+        }
         let mut i = carry;
         let unit = p.unit() as usize;
         while i + 2 <= data.len() {
@@ -668,19 +673,38 @@ impl<F: Flash> Fs<F> {
             Ok(z) => z,
             Err(_) => return Ok(()),
         };
+        let Some(count) = z.blocks(p.data_block) else {
+            return Ok(());
+        };
         let ptr = Addr::packed(a);
-        let (committed, overlay) = self.data_refs(h.ino, z.block, ptr)?;
-        if !committed && !overlay {
+        let mut live: Vec<(u32, bool, bool)> = Vec::new();
+        for k in 0..count {
+            let b = z.block.saturating_add(k);
+            let (c, o) = self.data_refs(h.ino, b, ptr)?;
+            if c || o {
+                live.push((b, c, o));
+            }
+        }
+        if live.is_empty() {
             return Ok(());
         }
-        let nb = compress::dataz_node(h.ino, z.block, z.algo, z.raw_len, z.payload);
-        let na = self
-            .st
-            .write_spanning_node(LogKind::DataCold, nb, Priority::Reserve)?;
+        // The node moves whole (blocks overwritten since stay in it, unreferenced); the copy is
+        // credited one share per block still pointing at it.
         let len = p.align(h.len);
-        self.st.kill(a, len);
+        let share = compress::share(len, count);
+        let nb = compress::dataz_node(h.ino, z.block, z.algo, z.raw_len, z.payload);
+        let na = self.st.write_spanning_node(
+            LogKind::DataCold,
+            nb,
+            share * live.len() as u32,
+            Priority::Reserve,
+        )?;
+        self.st.kill(a, share * live.len() as u32);
         self.gc.moved_bytes += len as u64;
-        self.retarget(h.ino, z.block, 1, committed, overlay, Addr::packed(na))
+        for (b, c, o) in live {
+            self.retarget(h.ino, b, 1, c, o, Addr::packed(na))?;
+        }
+        Ok(())
     }
 
     /// Liveness and relocation of a data node (header plus payload); returns its length.

@@ -475,17 +475,27 @@ impl<F: Flash> Fs<F> {
     /// one block is `Io`.
     fn read_packed(&mut self, a: Addr, ino: Ino, b: u32, buf: &mut [u8]) -> Result<()> {
         let p = self.st.p;
-        let (h, bytes) = match self.st.read_node(a.node(), NodeType::DataZ, p.data_block) {
+        let max = DATAZ_HEADER + compress::MAX_RAW;
+        let (h, bytes) = match self.st.read_node(a.node(), NodeType::DataZ, max) {
             Ok(x) => x,
             Err(Error::PowerLoss) => return Err(Error::PowerLoss),
             Err(_) => return Err(Error::Io),
         };
         let z = compress::parse_dataz(h.flags, &bytes[NODE_HEADER as usize..])
             .map_err(|_| Error::Io)?;
-        if h.ino != ino || z.block != b || z.raw_len as usize != buf.len() {
+        let count = z.blocks(p.data_block).ok_or(Error::Io)?;
+        let bs = p.data_block as usize;
+        if h.ino != ino || b < z.block || b - z.block >= count || buf.len() != bs {
             return Err(Error::Io);
         }
-        compress::decompress(z.algo, z.payload, buf)
+        if count == 1 {
+            return compress::decompress(z.algo, z.payload, buf);
+        }
+        let mut all = vec![0u8; z.raw_len as usize];
+        compress::decompress(z.algo, z.payload, &mut all)?;
+        let k = (b - z.block) as usize * bs;
+        buf.copy_from_slice(&all[k..k + bs]);
+        Ok(())
     }
 
     /// Block `b` of `ino` (zeros for holes).
@@ -745,20 +755,35 @@ impl<F: Flash> Fs<F> {
             }
             return Err(e);
         }
-        // Blocks of a compressed file that shrink by at least an eighth become compressed data
-        // nodes; the rest (and every block of other files) are written raw.
+        // A compressed file's dirty blocks go in groups of consecutive blocks (at most
+        // `group_blocks`, never across a multiple of it); a group that shrinks by at least an
+        // eighth becomes one compressed data node, the rest (and every block of other files)
+        // are written raw.
         let algo = self.committed(ino)?.compression;
-        let mut packed: Vec<(u32, u8, Vec<u8>)> = Vec::new();
+        let mut packed: Vec<(u32, u32, Vec<u8>)> = Vec::new();
         let dirty = if algo == compress::NONE {
             dirty
         } else {
-            let max = (bs - bs / 8).saturating_sub(DATAZ_HEADER as usize);
+            let group = compress::group_blocks(&p);
             let mut raw = Vec::with_capacity(dirty.len());
-            for (b, data) in dirty {
-                match compress::compress(algo, &data, max) {
-                    Some(z) => packed.push((b, algo, z)),
-                    None => raw.push((b, data)),
+            let mut i = 0;
+            while i < dirty.len() {
+                let mut j = i + 1;
+                while j < dirty.len() && dirty[j].0 == dirty[j - 1].0 + 1 && dirty[j].0 % group != 0
+                {
+                    j += 1;
                 }
+                let n = j - i;
+                let mut input = Vec::with_capacity(n * bs);
+                for d in &dirty[i..j] {
+                    input.extend_from_slice(&d.1);
+                }
+                let max = (n * bs - n * bs / 8).saturating_sub(DATAZ_HEADER as usize);
+                match compress::compress(algo, &input, max) {
+                    Some(z) => packed.push((dirty[i].0, n as u32, z)),
+                    None => raw.extend(dirty[i..j].iter().cloned()),
+                }
+                i = j;
             }
             raw
         };
@@ -803,12 +828,16 @@ impl<F: Flash> Fs<F> {
         // Compressed nodes last, so the page they leave partly filled is continued by the next
         // write-back (on NAND they share pages; the journal programs them before any record
         // that points at them, see `Store::program_buffered`).
-        for (b, algo, z) in &packed {
-            let nb = compress::dataz_node(ino, *b, *algo, bs as u32, z);
+        for (b, n, z) in &packed {
+            let nb = compress::dataz_node(ino, *b, algo, n * bs as u32, z);
+            let len = p.align(nb.w.len() as u32);
+            let credit = n * compress::share(len, *n);
             let a = self
                 .st
-                .write_spanning_node(LogKind::DataHot, nb, Priority::User)?;
-            written.push((*b, 1, Addr::packed(a)));
+                .write_spanning_node(LogKind::DataHot, nb, credit, Priority::User)?;
+            for k in 0..*n {
+                written.push((b + k, 1, Addr::packed(a)));
+            }
         }
         written.sort_by_key(|w| w.0);
         let spilled = self.overlay(ino)?.spilled.is_some();

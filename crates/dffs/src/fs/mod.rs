@@ -1404,9 +1404,21 @@ impl<F: Flash> Fs<F> {
         }
     }
 
+    /// The aligned length of the compressed data node at `at` (for fsck).
+    pub(crate) fn dataz_len(&mut self, at: Addr) -> Option<u32> {
+        let p = self.st.p;
+        let mut h = [0u8; NODE_HEADER as usize];
+        self.st.read(p.byte_of(at), &mut h).ok()?;
+        let max = crate::compress::DATAZ_HEADER + crate::compress::MAX_RAW;
+        match node::probe(&h, max) {
+            Probe::Header(hd) if hd.typ == NodeType::DataZ => Some(p.align(hd.len)),
+            _ => None,
+        }
+    }
+
     /// Where the flash bytes of file block pointer `a` start and how many bytes they count
-    /// live: a raw block is one data block at `a`; a packed pointer is its whole compressed
-    /// data node, whose length is read from the node header (`None` when it cannot be read:
+    /// live: a raw block is one data block at `a`; a packed pointer is one share of its
+    /// compressed data node (see [`crate::compress::share`]), read from the node header (`None` when it cannot be read:
     /// the block then stays counted live until garbage collection recounts it).
     pub(crate) fn data_extent(&mut self, a: Addr) -> Option<(Addr, u32)> {
         let p = self.st.p;
@@ -1420,11 +1432,17 @@ impl<F: Flash> Fs<F> {
         if !p.addr_valid(at) {
             return None;
         }
-        let mut h = [0u8; NODE_HEADER as usize];
+        let mut h = [0u8; crate::compress::DATAZ_HEADER as usize];
         self.st.read(p.byte_of(at), &mut h).ok()?;
-        match node::probe(&h, p.data_block) {
-            Probe::Header(hd) if hd.typ == NodeType::DataZ && hd.len <= p.data_block => {
-                Some((at, p.align(hd.len)))
+        let max = crate::compress::DATAZ_HEADER + crate::compress::MAX_RAW;
+        match node::probe(&h, max) {
+            Probe::Header(hd) if hd.typ == NodeType::DataZ => {
+                let raw_len = u32::from_le_bytes([h[28], h[29], h[30], h[31]]);
+                if raw_len == 0 || raw_len % p.data_block != 0 {
+                    return None;
+                }
+                let count = raw_len / p.data_block;
+                Some((at, crate::compress::share(p.align(hd.len), count)))
             }
             _ => None,
         }
