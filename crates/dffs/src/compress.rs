@@ -28,12 +28,13 @@ pub const DATAZ_HEADER: u32 = NODE_HEADER + 8;
 /// corrupt, so decompression never allocates more than this).
 pub const MAX_RAW: u32 = 65536;
 
-/// Consecutive file blocks compressed together into one node: 16 KiB (a quarter of the erase
-/// block at most). A Python library tree shrinks to 59% of its size with LZ4 one 2 KiB page
-/// at a time, 53% in 8 KiB groups and 51% in 16 KiB ones; the price is that reading one block
-/// reads and decompresses its whole group.
-pub fn group_blocks(p: &Params) -> u32 {
-    let bytes = 16384u32.min(p.geometry.block_size() / 4).min(MAX_RAW);
+/// Consecutive file blocks compressed together into one node, for a wanted group of
+/// `group_bytes` (`Config::compress_group`): whole blocks, at most a quarter of the erase block
+/// and [`MAX_RAW`], at least one block. A Python library tree shrinks to 59% of its size with
+/// LZ4 one 2 KiB page at a time, 53% in 8 KiB groups, 51% in 16 KiB and 50% in 32 KiB ones;
+/// the price is that reading one block reads and decompresses its whole group.
+pub fn group_blocks(p: &Params, group_bytes: u32) -> u32 {
+    let bytes = group_bytes.min(p.geometry.block_size() / 4).min(MAX_RAW);
     (bytes / p.data_block).max(1)
 }
 

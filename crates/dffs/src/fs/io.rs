@@ -764,7 +764,7 @@ impl<F: Flash> Fs<F> {
         let dirty = if algo == compress::NONE {
             dirty
         } else {
-            let group = compress::group_blocks(&p);
+            let group = compress::group_blocks(&p, self.cfg.compress_group);
             let mut raw = Vec::with_capacity(dirty.len());
             let mut i = 0;
             while i < dirty.len() {

@@ -67,6 +67,11 @@ pub struct Config {
     pub sync: bool,
     /// Extents an uncommitted file update may touch before it is committed in parts.
     pub overlay_extents: usize,
+    /// Bytes of consecutive file blocks compressed together into one node (rounded down to
+    /// whole blocks, at most a quarter of an erase block and 64 KiB). Larger groups compress
+    /// better; reading one block decompresses its whole group, and the group is transient RAM
+    /// when writing. A write-time choice only: any group size reads back.
+    pub compress_group: u32,
 }
 
 impl Default for Config {
@@ -84,6 +89,7 @@ impl Default for Config {
             read_only: false,
             sync: false,
             overlay_extents: 256,
+            compress_group: 16 * 1024,
         }
     }
 }
@@ -104,6 +110,7 @@ impl Config {
             read_only: false,
             sync: false,
             overlay_extents: 32,
+            compress_group: 4 * 1024,
         }
     }
 
@@ -122,6 +129,7 @@ impl Config {
             read_only: false,
             sync: false,
             overlay_extents: 1024,
+            compress_group: 32 * 1024,
         }
     }
 
@@ -145,7 +153,14 @@ impl Config {
         let data = self.data_cache * (p.data_block as usize + 48);
         let open = self.max_open * (64 + 12 * 8);
         let fixed = 2048;
-        heads + blocks + dirs + map + index + inodes + data + open + fixed
+        // Compression: a group in, its compressed form out, and a group to read into.
+        let zbuf = if p.compression != 0 {
+            3 * crate::compress::group_blocks(p, self.compress_group) as usize
+                * p.data_block as usize
+        } else {
+            0
+        };
+        heads + blocks + dirs + map + index + inodes + data + open + fixed + zbuf
     }
 }
 
