@@ -688,10 +688,14 @@ impl<F: Flash> Fs<F> {
         if live.is_empty() {
             return Ok(());
         }
-        // The node moves whole (blocks overwritten since stay in it, unreferenced); the copy is
-        // credited one share per block still pointing at it.
         let len = p.align(h.len);
         let share = compress::share(len, count);
+        if live.len() < count as usize {
+            // Some blocks were overwritten since: moving the node whole would copy dead data
+            // (and need more room than the shares credited say). Recompress what is live.
+            return self.gc_dataz_split(a, h, &z, share, &live);
+        }
+        // The node moves whole, as it is.
         let nb = compress::dataz_node(h.ino, z.block, z.algo, z.raw_len, z.payload);
         let na = self.st.write_spanning_node(
             LogKind::DataCold,
@@ -703,6 +707,87 @@ impl<F: Flash> Fs<F> {
         self.gc.moved_bytes += len as u64;
         for (b, c, o) in live {
             self.retarget(h.ino, b, 1, c, o, Addr::packed(na))?;
+        }
+        Ok(())
+    }
+
+    /// Moves the live blocks of a compressed node some of whose blocks are dead: runs of
+    /// consecutive live blocks are compressed again (or written raw if they no longer shrink).
+    fn gc_dataz_split(
+        &mut self,
+        a: Addr,
+        h: &node::NodeHeader,
+        z: &compress::DataZ<'_>,
+        share: u32,
+        live: &[(u32, bool, bool)],
+    ) -> Result<()> {
+        let p = self.st.p;
+        let bs = p.data_block as usize;
+        let mut all = vec![0u8; z.raw_len as usize];
+        if compress::decompress(z.algo, z.payload, &mut all).is_err() {
+            // Unreadable: the blocks read as EIO wherever they are; leave them.
+            return Ok(());
+        }
+        let mut i = 0;
+        while i < live.len() {
+            let mut j = i + 1;
+            while j < live.len() && live[j].0 == live[j - 1].0 + 1 {
+                j += 1;
+            }
+            let first = live[i].0;
+            let n = j - i;
+            let off = (first - z.block) as usize * bs;
+            let raw = &all[off..off + n * bs];
+            let max = (n * bs - n * bs / 8).saturating_sub(compress::DATAZ_HEADER as usize);
+            let mut ptrs: Vec<Addr> = Vec::with_capacity(n);
+            match compress::compress(z.algo, raw, max) {
+                Some(c) => {
+                    let nb = compress::dataz_node(h.ino, first, z.algo, (n * bs) as u32, &c);
+                    let l = p.align(nb.w.len() as u32);
+                    let credit = n as u32 * compress::share(l, n as u32);
+                    let na = self.st.write_spanning_node(
+                        LogKind::DataCold,
+                        nb,
+                        credit,
+                        Priority::Reserve,
+                    )?;
+                    ptrs.resize(n, Addr::packed(na));
+                    self.gc.moved_bytes += l as u64;
+                }
+                None => {
+                    for k in 0..n {
+                        let blk = &raw[k * bs..(k + 1) * bs];
+                        let b = first + k as u32;
+                        let na = match p.geometry.kind {
+                            FlashKind::Nand => self.st.write_data_page(
+                                LogKind::DataCold,
+                                h.ino,
+                                b,
+                                blk,
+                                Priority::Reserve,
+                            )?,
+                            FlashKind::Nor => {
+                                let hdr = self.write_data_node(
+                                    LogKind::DataCold,
+                                    h.ino,
+                                    b,
+                                    1,
+                                    blk,
+                                    Priority::Reserve,
+                                )?;
+                                Addr(hdr.0 + (DATA_HEADER >> p.addr_shift))
+                            }
+                        };
+                        ptrs.push(na);
+                        self.gc.moved_bytes += bs as u64;
+                    }
+                }
+            }
+            for (k, &(b, c, o)) in live[i..j].iter().enumerate() {
+                self.st.kill(a, share);
+                self.retarget(h.ino, b, 1, c, o, ptrs[k])?;
+            }
+            i = j;
         }
         Ok(())
     }
