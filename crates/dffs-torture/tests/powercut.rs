@@ -132,10 +132,18 @@ fn one_cut() {
         seed,
         cuts: 0,
         config: Config::smallest(),
-        compression: 0,
+        compression: env_compress(),
     };
     let r = dffs_torture::run_one(&opts, cut);
     eprintln!("result: {r:?}");
+}
+
+/// `DFFS_COMPRESS=lz4|deflate` runs the campaign and single cuts on a compressed file system.
+fn env_compress() -> u8 {
+    std::env::var("DFFS_COMPRESS")
+        .ok()
+        .and_then(|v| dffs::compress::parse(&v))
+        .unwrap_or(dffs::compress::NONE)
 }
 
 #[test]
@@ -169,7 +177,7 @@ fn campaign() {
                     seed: 100 + seed,
                     cuts,
                     config: Config::smallest(),
-                    compression: 0,
+                    compression: env_compress(),
                 };
                 let rep = run(&opts, &mut |_, _| {});
                 total += rep.cuts;
