@@ -361,3 +361,57 @@ fn partly_overwritten_groups_survive_garbage_collection() {
         assert_clean(&mut fs);
     }
 }
+
+#[test]
+fn corrupt_compressed_node_is_eio_and_the_rest_stays_readable() {
+    // NOR: no ECC, so flipped bits reach the node and only its CRC can tell.
+    let mut fs = fresh(NOR, 64, DEFLATE);
+    let victim = text(20_000, 50);
+    let other = text(20_000, 51);
+    put(&mut fs, "victim", &victim);
+    let mut d = fs.unmount().unwrap();
+    // The program pages holding the victim's compressed nodes (written first, so found first).
+    let g = d.preset().geometry;
+    let mut hit = None;
+    for page in 0..g.total_pages() {
+        let raw = d.raw_page(page).unwrap();
+        if raw[..g.page_size as usize]
+            .windows(3)
+            .any(|w| w == [0x44, 0x46, 0x51])
+        {
+            hit = Some(page);
+            break;
+        }
+    }
+    let page = hit.expect("a compressed node on flash");
+    d.inject_bitflips(page + 1, 4).unwrap();
+    let mut fs = Fs::mount(d, Config::default()).unwrap();
+    put(&mut fs, "other", &other);
+    let st = fs.lookup(ROOT_INO, b"victim").unwrap();
+    let fh = fs.open(st.ino, OpenFlags::READ).unwrap();
+    let mut buf = vec![0u8; victim.len()];
+    let mut eio = false;
+    let mut off = 0;
+    while off < victim.len() {
+        match fs.read(fh, off as u64, &mut buf[off..(off + 256).min(victim.len())]) {
+            Ok(n) => {
+                assert_eq!(
+                    &buf[off..off + n],
+                    &victim[off..off + n],
+                    "wrong bytes, no error"
+                );
+                off += n;
+            }
+            Err(Error::Io) => {
+                eio = true;
+                off += 256;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    fs.close(fh).unwrap();
+    assert!(eio, "the corrupted node was read without an error");
+    assert_eq!(get(&mut fs, "other"), other);
+    let rep = fs.fsck().unwrap();
+    assert!(!rep.is_clean(), "fsck missed the corrupt node");
+}
