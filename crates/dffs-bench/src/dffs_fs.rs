@@ -69,6 +69,13 @@ impl DffsDriver {
         (d, split)
     }
 
+    /// The same driver formatting with compression `algo` (`dffs::compress::NONE`, `LZ4`,
+    /// `DEFLATE`) for every file.
+    pub fn with_compression(mut self, algo: u8) -> DffsDriver {
+        self.fmt.compression = algo;
+        self
+    }
+
     fn power_up(&self) {
         if !self.sim.lock().is_powered() {
             self.sim.power_up();
@@ -97,7 +104,7 @@ impl Driver for DffsDriver {
         let ram = p.map(|p| c.ram_estimate(&p)).unwrap_or(0);
         format!(
             "DFFS Config::{}() (dir_cache {}, map_cache {}, index_cache {}, inode_cache {}, \
-             data_cache {}, max_dirty {}, journal_limit {} B), RAM estimate {} B",
+             data_cache {}, max_dirty {}, journal_limit {} B), compression {}, RAM estimate {} B",
             self.cfg_name,
             c.dir_cache,
             c.map_cache,
@@ -106,6 +113,7 @@ impl Driver for DffsDriver {
             c.data_cache,
             c.max_dirty,
             c.journal_limit,
+            dffs::compress::name(self.fmt.compression),
             ram
         )
     }

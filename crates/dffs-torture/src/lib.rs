@@ -91,6 +91,9 @@ pub struct Options {
     pub cuts: u64,
     /// Mount configuration.
     pub config: Config,
+    /// Compression the device is formatted with (`dffs::compress::NONE`, `LZ4`, `DEFLATE`);
+    /// with compression on, written data is about half compressible.
+    pub compression: u8,
 }
 
 /// One cut after which a guarantee did not hold.
@@ -152,6 +155,31 @@ impl Rng {
     }
 }
 
+/// Text-like runs alternating with random ones (about half compressible, so a compressed file
+/// holds both compressed and raw blocks).
+fn mixed_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut r = Rng::new(seed);
+    let words: [&[u8]; 6] = [
+        b"erase ", b"page ", b"block\n", b"spare ", b"flash ", b"0x7f ",
+    ];
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        let run = 256 + r.below(3000) as usize;
+        let end = (v.len() + run).min(len);
+        if r.below(2) == 0 {
+            while v.len() < end {
+                v.extend_from_slice(words[r.below(6) as usize]);
+            }
+        } else {
+            while v.len() < end {
+                v.extend_from_slice(&r.next_u64().to_le_bytes());
+            }
+        }
+        v.truncate(end);
+    }
+    v
+}
+
 fn bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut r = Rng::new(seed);
     let mut v = Vec::with_capacity(len);
@@ -188,6 +216,7 @@ struct Exec {
     log_n: u64,
     log_archives: Vec<u64>,
     max_file: u64,
+    compressible: bool,
 }
 
 impl Exec {
@@ -498,7 +527,11 @@ impl Exec {
             1 => 1 + self.rng.below(5000),
             _ => 1 + self.rng.below(self.max_file / 2),
         } as usize;
-        let data = bytes(self.rng.next_u64(), len);
+        let data = if self.compressible {
+            mixed_bytes(self.rng.next_u64(), len)
+        } else {
+            bytes(self.rng.next_u64(), len)
+        };
         let chunks = 1 + self.rng.below(3) as usize;
         let osync = self.rng.below(6) == 0;
         let fsync = self.rng.below(3) == 0;
@@ -757,7 +790,11 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
     };
     let dev =
         SimFlash::with_options(opts.preset, sim_opts).map_err(|e| format!("device: {e:?}"))?;
-    let dev = Fs::format(dev, &FormatOptions::default()).map_err(|e| format!("format: {e:?}"))?;
+    let fopts = FormatOptions {
+        compression: opts.compression,
+        ..FormatOptions::default()
+    };
+    let dev = Fs::format(dev, &fopts).map_err(|e| format!("format: {e:?}"))?;
     let mut fs = Fs::mount(dev, opts.config).map_err(|e| format!("mount after format: {e:?}"))?;
     let base = fs.flash().program_erase_ops();
     if let Some(n) = cut {
@@ -776,6 +813,7 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
         log_n: 0,
         log_archives: Vec::new(),
         max_file: (dev_bytes / 16).clamp(4096, 256 * 1024),
+        compressible: opts.compression != dffs::compress::NONE,
     };
     // Debugging aid: `DFFS_CHECK_EACH=1` runs fsck after every step of a run without a cut.
     let check_each = std::env::var_os("DFFS_CHECK_EACH").is_some();

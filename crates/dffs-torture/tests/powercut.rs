@@ -7,6 +7,10 @@ use dffs_sim::preset::preset;
 use dffs_torture::{run, Options, Workload};
 
 fn check(name: &str, blocks: u32, workload: Workload, steps: usize, seed: u64) {
+    check_z(name, blocks, workload, steps, seed, 0)
+}
+
+fn check_z(name: &str, blocks: u32, workload: Workload, steps: usize, seed: u64, compression: u8) {
     let opts = Options {
         preset: preset(name).unwrap().with_blocks(blocks).unwrap(),
         workload,
@@ -14,6 +18,7 @@ fn check(name: &str, blocks: u32, workload: Workload, steps: usize, seed: u64) {
         seed,
         cuts: 0,
         config: Config::smallest(),
+        compression,
     };
     let rep = run(&opts, &mut |_, _| {});
     for f in rep.failures.iter().take(5) {
@@ -57,6 +62,42 @@ fn every_cut_nor_mixed() {
 }
 
 #[test]
+fn every_cut_nand_mixed_lz4() {
+    check_z(
+        "nand-slc-128m",
+        24,
+        Workload::Mixed,
+        40,
+        11,
+        dffs::compress::LZ4,
+    );
+}
+
+#[test]
+fn every_cut_nor_mixed_deflate() {
+    check_z(
+        "nor-qspi-16m",
+        24,
+        Workload::Mixed,
+        30,
+        12,
+        dffs::compress::DEFLATE,
+    );
+}
+
+#[test]
+fn every_cut_mlc_churn_lz4() {
+    check_z(
+        "nand-mlc-1g",
+        16,
+        Workload::Churn,
+        30,
+        13,
+        dffs::compress::LZ4,
+    );
+}
+
+#[test]
 fn every_cut_nand_log_seed002() {
     check("nand-slc-128m", 24, Workload::Log, 30, 9);
 }
@@ -91,9 +132,18 @@ fn one_cut() {
         seed,
         cuts: 0,
         config: Config::smallest(),
+        compression: env_compress(),
     };
     let r = dffs_torture::run_one(&opts, cut);
     eprintln!("result: {r:?}");
+}
+
+/// `DFFS_COMPRESS=lz4|deflate` runs the campaign and single cuts on a compressed file system.
+fn env_compress() -> u8 {
+    std::env::var("DFFS_COMPRESS")
+        .ok()
+        .and_then(|v| dffs::compress::parse(&v))
+        .unwrap_or(dffs::compress::NONE)
 }
 
 #[test]
@@ -127,6 +177,7 @@ fn campaign() {
                     seed: 100 + seed,
                     cuts,
                     config: Config::smallest(),
+                    compression: env_compress(),
                 };
                 let rep = run(&opts, &mut |_, _| {});
                 total += rep.cuts;
@@ -222,6 +273,7 @@ fn campaign_regressions() {
             seed,
             cuts: 0,
             config: Config::smallest(),
+            compression: 0,
         };
         let r = dffs_torture::run_one(&opts, cut);
         assert!(

@@ -420,7 +420,11 @@ impl<'a, F: Flash> Index<'a, F> {
         let changes: Vec<(u32, Addr)> = c.pending.iter_blocks(stride).collect();
         let max_b = changes.iter().map(|x| x.0).max().unwrap_or(0);
         if c.depth == 0 {
-            let highest_direct = c.direct.iter().rposition(|a| a.is_some()).map(|i| i as u32);
+            let highest_direct = c
+                .direct
+                .iter()
+                .rposition(|a| !a.is_none())
+                .map(|i| i as u32);
             let fits = max_b < p.direct_ptrs && highest_direct.is_none_or(|h| h < p.direct_ptrs);
             if fits {
                 for (b, a) in changes {
@@ -439,7 +443,7 @@ impl<'a, F: Flash> Index<'a, F> {
             // Move direct pointers into a tree.
             let mut ext = ExtentMap::new();
             for (i, a) in c.direct.iter().enumerate() {
-                if a.is_some() {
+                if !a.is_none() {
                     ext.insert(i as u32, 1, *a, stride);
                 }
             }
@@ -540,7 +544,7 @@ impl<'a, F: Flash> Index<'a, F> {
         if c.depth == 0 {
             if c.direct.len() > from as usize {
                 for a in c.direct.drain(from as usize..) {
-                    if a.is_some() {
+                    if !a.is_none() {
                         dead(self.st, a);
                     }
                 }
@@ -639,7 +643,7 @@ impl<'a, F: Flash> Index<'a, F> {
     ) -> Result<()> {
         if c.depth == 0 {
             for (i, a) in c.direct.iter().enumerate() {
-                if a.is_some() {
+                if !a.is_none() {
                     f(i as u32, *a);
                 }
             }

@@ -45,6 +45,11 @@ pub mod mask {
     pub const MTIME: u32 = 16;
     /// Change time (always set with any of the others).
     pub const CTIME: u32 = 32;
+    /// The file's compression for data written from now on; the algorithm (see
+    /// [`crate::compress`]) is in bits 8..15 of the mask.
+    pub const COMPRESS: u32 = 64;
+    /// Shift of the algorithm within the mask when [`COMPRESS`] is set.
+    pub const COMPRESS_SHIFT: u32 = 8;
 }
 
 /// One journal record.

@@ -42,7 +42,32 @@ impl Addr {
     pub const fn is_some(self) -> bool {
         self.0 <= Self::MAX
     }
+
+    /// A file block pointer to the compressed data node (`DataZ`) whose header is at `node`:
+    /// the node's address with [`PACKED`] set.
+    pub const fn packed(node: Addr) -> Addr {
+        Addr(node.0 | PACKED)
+    }
+
+    /// Whether this file block pointer points at a compressed data node.
+    pub const fn is_packed(self) -> bool {
+        !self.is_none() && self.0 & PACKED != 0
+    }
+
+    /// The node address of a file block pointer (the pointer itself when it is not packed).
+    pub const fn node(self) -> Addr {
+        if self.is_none() {
+            self
+        } else {
+            Addr(self.0 & Self::MAX)
+        }
+    }
 }
+
+/// Bit 31 of a file block pointer (direct pointers, index node entries, extents in commit
+/// records): set when the block is stored as a compressed data node, whose header is at the
+/// address in bits 0..30; clear when the pointer addresses the block's raw bytes.
+pub const PACKED: u32 = 0x8000_0000;
 
 impl core::fmt::Debug for Addr {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

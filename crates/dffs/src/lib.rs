@@ -13,6 +13,7 @@ extern crate alloc;
 
 pub mod checkpoint;
 pub mod codec;
+pub mod compress;
 pub mod dir;
 pub mod error;
 pub mod file;

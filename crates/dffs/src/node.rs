@@ -57,6 +57,9 @@ pub enum NodeType {
     BlockTable = 0x42,
     /// Data node header (payload follows the header).
     Data = 0x50,
+    /// Compressed data node: one file block, compressed, inside the node (its CRC covers the
+    /// compressed bytes; header flags give the algorithm). See COMPRESSION.md.
+    DataZ = 0x51,
 }
 
 impl NodeType {
@@ -83,6 +86,7 @@ impl NodeType {
             0x41 => MapInterior,
             0x42 => BlockTable,
             0x50 => Data,
+            0x51 => DataZ,
             _ => return None,
         })
     }

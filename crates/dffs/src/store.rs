@@ -291,6 +291,24 @@ impl<F: Flash> Store<F> {
         if self.read_from_buffers(pos, buf) {
             return Ok(());
         }
+        let g = self.p.geometry;
+        let ps = g.page_size as u64;
+        let end = pos + buf.len() as u64;
+        if g.kind == FlashKind::Nand && pos / ps != (end.max(1) - 1) / ps {
+            // A node that runs from a programmed page into a buffered one (a compressed data
+            // node): read page by page so each part comes from where it is.
+            let bsz = g.block_size() as u64;
+            let buffered = self.heads.iter().any(|h| {
+                let start = h.block as u64 * bsz + h.buf_page as u64;
+                h.is_open() && !h.buf.is_empty() && start < end && start + ps > pos
+            });
+            if buffered {
+                let split = (pos / ps + 1) * ps;
+                let (a, b) = buf.split_at_mut((split - pos) as usize);
+                self.read(pos, a)?;
+                return self.read(split, b);
+            }
+        }
         let bs = self.p.geometry.block_size() as u64;
         if pos / bs != (pos + buf.len().max(1) as u64 - 1) / bs {
             // Crosses a block boundary: read block by block (remaps differ).
@@ -835,6 +853,71 @@ impl<F: Flash> Store<F> {
         Ok(a)
     }
 
+    /// Appends a compressed data node to data log `kind` and credits its block with `credit`
+    /// live bytes. Unlike [`Store::write_node`], on NAND the node may run on over the following
+    /// pages (it never leaves its erase block), so pages stay full however the compressed
+    /// sizes fall. Returns its address.
+    pub fn write_spanning_node(
+        &mut self,
+        kind: LogKind,
+        nb: NodeBuilder,
+        credit: u32,
+        prio: Priority,
+    ) -> Result<Addr> {
+        let g = self.p.geometry;
+        if g.kind == FlashKind::Nor || !kind.is_data() {
+            let len = self.p.align(nb.w.len() as u32);
+            let a = self.write_node(kind, nb, prio)?;
+            self.kill(a, len);
+            self.add_live(a, credit);
+            return Ok(a);
+        }
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.mark_session()?;
+        let h = self.head_index(kind);
+        let len = self.p.align(nb.w.len() as u32);
+        if len > g.block_size() {
+            return Err(Error::Invalid);
+        }
+        if !self.heads[h].is_open() || self.heads[h].off + len > g.block_size() {
+            if self.heads[h].is_open() {
+                self.close_head(h)?;
+            }
+            self.open_block(h, kind, prio)?;
+        }
+        let seq = self.next_seq();
+        let bytes = nb.finish(seq, self.p.unit());
+        let bs = g.block_size() as u64;
+        let block = self.heads[h].block;
+        let a = self.p.addr_of(block as u64 * bs + self.heads[h].off as u64);
+        let mut done = 0usize;
+        while done < bytes.len() {
+            let off = self.heads[h].off;
+            let page_off = off - off % g.page_size;
+            let head = &mut self.heads[h];
+            if head.buf.is_empty() || head.buf_page != page_off {
+                head.buf = vec![0u8; g.page_size as usize];
+                head.buf_page = page_off;
+                head.buf_prog = 0;
+            }
+            let o = (off - page_off) as usize;
+            let n = (g.page_size as usize - o).min(bytes.len() - done);
+            head.buf[o..o + n].copy_from_slice(&bytes[done..done + n]);
+            head.off += n as u32;
+            done += n;
+            if head.off - page_off == g.page_size {
+                self.finish_page(h)?;
+            }
+        }
+        self.add_live(a, credit);
+        if self.heads[h].is_open() && self.heads[h].off >= g.block_size() {
+            self.close_head(h)?;
+        }
+        Ok(a)
+    }
+
     /// Places a finished node into head `h` at its current offset (room already checked).
     fn append_bytes_in_block(&mut self, h: usize, _kind: LogKind, nb: NodeBuilder) -> Result<Addr> {
         let seq = self.next_seq();
@@ -888,7 +971,24 @@ impl<F: Flash> Store<F> {
     }
 
     /// Programs the buffered page from `buf_prog` up to `end` (a program-unit multiple).
+    ///
+    /// Before a journal page is programmed, the data heads' buffered pages are: compressed data
+    /// nodes share pages and wait in those buffers, and a journal record must never become
+    /// durable before the data it points at.
     fn program_buffered(&mut self, h: usize, end: u32) -> Result<()> {
+        if h == self.head_index(LogKind::Journal) {
+            for kind in [LogKind::DataHot, LogKind::DataCold] {
+                let dh = self.head_index(kind);
+                let hd = &self.heads[dh];
+                if dh != h
+                    && hd.is_open()
+                    && !hd.buf.is_empty()
+                    && hd.off - hd.buf_page > hd.buf_prog
+                {
+                    self.flush_head(dh)?;
+                }
+            }
+        }
         let g = self.p.geometry;
         let (block, page_off, start) = {
             let hd = &self.heads[h];

@@ -215,6 +215,26 @@ fn data(rng: &mut Rng, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// About half-compressible data: text-like runs between random ones (for runs with
+/// compression on, so files hold both compressed and raw blocks).
+fn mixed_data(rng: &mut Rng, len: usize) -> Vec<u8> {
+    let words: [&[u8]; 5] = [b"erase ", b"page ", b"block\n", b"spare ", b"0x7f "];
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        let end = (v.len() + 200 + rng.below(3000) as usize).min(len);
+        let text = rng.below(2) == 0;
+        while v.len() < end {
+            if text {
+                v.extend_from_slice(words[rng.below(5) as usize]);
+            } else {
+                v.extend_from_slice(&rng.next().to_le_bytes());
+            }
+        }
+        v.truncate(end);
+    }
+    v
+}
+
 fn max_len_for(kind: &str) -> u64 {
     if kind.starts_with("nor") {
         40_000
@@ -225,9 +245,18 @@ fn max_len_for(kind: &str) -> u64 {
 
 /// Runs one random sequence; returns the number of ENOSPC seen.
 fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
+    run_z(kind, blocks, seed, ops, dffs::compress::NONE)
+}
+
+/// [`run`] on a device formatted with compression `algo`.
+fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
     let p = preset(kind).unwrap().with_blocks(blocks).unwrap();
     let dev = SimFlash::new(p).unwrap();
-    let dev = Fs::format(dev, &FormatOptions::default()).unwrap();
+    let opts = FormatOptions {
+        compression: algo,
+        ..FormatOptions::default()
+    };
+    let dev = Fs::format(dev, &opts).unwrap();
     let cfg = Config::smallest();
     let mut fs = Fs::mount(dev, cfg).unwrap();
     let mut m = Model::default();
@@ -313,7 +342,11 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
                     1 => rng.below(3000),
                     _ => rng.below(maxlen / 3),
                 } as usize;
-                let d = data(&mut rng, len.max(1));
+                let d = if algo == dffs::compress::NONE {
+                    data(&mut rng, len.max(1))
+                } else {
+                    mixed_data(&mut rng, len.max(1))
+                };
                 let flags = OpenFlags {
                     sync: rng.below(8) == 0,
                     ..OpenFlags::RW
@@ -628,5 +661,32 @@ fn model_nor() {
     let ops = env("DFFS_MODEL_OPS", 500) as usize;
     for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
         run("nor-qspi-16m", 32, 3000 + seed, ops);
+    }
+}
+
+#[test]
+fn model_nand_slc_lz4() {
+    let seeds = env("DFFS_MODEL_SEEDS", 3);
+    let ops = env("DFFS_MODEL_OPS", 600) as usize;
+    for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
+        run_z("nand-slc-128m", 40, 4000 + seed, ops, dffs::compress::LZ4);
+    }
+}
+
+#[test]
+fn model_nand_mlc_deflate() {
+    let seeds = env("DFFS_MODEL_SEEDS", 2);
+    let ops = env("DFFS_MODEL_OPS", 500) as usize;
+    for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
+        run_z("nand-mlc-1g", 24, 5000 + seed, ops, dffs::compress::DEFLATE);
+    }
+}
+
+#[test]
+fn model_nor_lz4() {
+    let seeds = env("DFFS_MODEL_SEEDS", 2);
+    let ops = env("DFFS_MODEL_OPS", 500) as usize;
+    for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
+        run_z("nor-qspi-16m", 32, 6000 + seed, ops, dffs::compress::LZ4);
     }
 }

@@ -33,6 +33,25 @@ pub fn pair(p: Preset) -> Result<Vec<Box<dyn Driver>>, String> {
     ])
 }
 
+/// A driver and the name of the compression its file system is formatted with.
+pub type CompressedDriver = (Box<dyn Driver>, &'static str);
+
+/// [`pair`] plus DFFS with LZ4 compression, each with the name of its compression (the
+/// `compress` row parameter of the suites that compare compression on and off).
+pub fn pair_and_compressed(p: Preset) -> Result<Vec<CompressedDriver>, String> {
+    Ok(vec![
+        (
+            Box::new(DffsDriver::new(new_device(p)?)) as Box<dyn Driver>,
+            "none",
+        ),
+        (
+            Box::new(DffsDriver::new(new_device(p)?).with_compression(dffs::compress::LZ4)),
+            "lz4",
+        ),
+        (littlefs::driver(new_device(p)?)?, "none"),
+    ])
+}
+
 /// A progress line on stderr (only when asked: interactive runs).
 pub fn progress(opts: &Options, msg: impl AsRef<str>) {
     if opts.progress {

@@ -2,8 +2,8 @@
 //! unmount; mount; scan it (readdir and stat of every entry, as `du -shc`); read every file;
 //! used space as `df` reports it; remove everything. On `nand-slc-128m` partitions of 8, 32 and
 //! 120 MiB filled to 85% (seed 004) and the whole device with 81 MB (seed 000, whose tree was
-//! compressed: DFFS has no compression yet, so it is written uncompressed). `--tree DIR` runs
-//! the same steps on a user's directory.
+//! compressed; DFFS runs without compression and with LZ4). `--tree DIR` runs the same steps on
+//! a user's directory.
 //!
 //! Owns the steps and their checks: the scan must find exactly the files written with their
 //! sizes, every file must read back byte for byte, and the file system must be empty after the
@@ -18,7 +18,7 @@ use dffs_sim::{Preset, SharedSim};
 use crate::devices::{describe, device_preset, round, Measure, Meter};
 use crate::fsapi::{join, Driver, End, FsError, FsResult, OpenMode, Session};
 use crate::report::{table, Column, Row, SuiteReport};
-use crate::suites::pair;
+use crate::suites::pair_and_compressed;
 use crate::suites::progress;
 use crate::suites::tree::{self, Source, Tree};
 use crate::{Options, Scale};
@@ -85,8 +85,8 @@ pub fn run(opts: &Options) -> Result<SuiteReport, String> {
         rep.note(format!(
             "synthetic tree: {} files over {} directories with log-normal sizes (executables, \
              libraries, scripts, configuration), content about half compressible, scaled by \
-             file count to 85% of each partition (81m: 81 MB on the whole device, as seed 000; \
-             written uncompressed since DFFS has no compression yet)",
+             file count to 85% of each partition (81m: 81 MB on the whole device, as seed 000); \
+             DFFS runs formatted without compression and with LZ4 (row parameter compress)",
             tree::BASE_FILES,
             tree::BASE_DIRS
         ));
@@ -99,10 +99,10 @@ pub fn run(opts: &Options) -> Result<SuiteReport, String> {
                 c.tree.skipped[0]
             ));
         }
-        for mut d in pair(c.preset)? {
-            progress(opts, format!("rootfs {} {}", c.name, d.name()));
+        for (mut d, z) in pair_and_compressed(c.preset)? {
+            progress(opts, format!("rootfs {} {} {z}", c.name, d.name()));
             rep.config_line(d.config());
-            rep.results.push(one(&mut *d, c));
+            rep.results.push(one(&mut *d, c, z));
         }
     }
     Ok(rep)
@@ -131,11 +131,12 @@ impl Step {
     }
 }
 
-fn one(d: &mut dyn Driver, c: &Case) -> Row {
+fn one(d: &mut dyn Driver, c: &Case, compress: &str) -> Row {
     let sim = d.sim().clone();
     let t = &c.tree;
     let part = c.preset.geometry.capacity();
     let mut row = Row::new(d.name(), &c.name)
+        .param("compress", compress)
         .param("partition_bytes", part)
         .param("files", t.files.len())
         .param("dirs", t.dirs.len())

@@ -14,7 +14,7 @@ use crate::content::Content;
 use crate::devices::{describe, device_preset, Meter};
 use crate::fsapi::{verify_file, End, FsResult, OpenMode};
 use crate::report::{table, Column, Row, SuiteReport};
-use crate::suites::{pair, progress};
+use crate::suites::{pair_and_compressed, progress};
 use crate::{Options, Scale};
 
 /// Runs the suite.
@@ -30,15 +30,20 @@ pub fn run(opts: &Options) -> Result<SuiteReport, String> {
          the file took (overhead relative to the file's size)",
     );
     rep.note(
+        "compress: DFFS also runs formatted with LZ4; the file's content is random, so \
+         compression can only show that incompressible data costs nothing extra",
+    );
+    rep.note(
         "littlefs allocates whole 128 KiB erase blocks to a file's data, so its df figures \
          move in 128 KiB steps",
     );
     let capacity = p.geometry.capacity();
     for case in ["empty", "one_piece", "pieces_16b"] {
-        for mut d in pair(p)? {
-            progress(opts, format!("space {case} {}", d.name()));
+        for (mut d, z) in pair_and_compressed(p)? {
+            progress(opts, format!("space {case} {} {z}", d.name()));
             rep.config_line(d.config());
             let mut row = Row::new(d.name(), case)
+                .param("compress", z)
                 .param("file_bytes", if case == "empty" { 0 } else { file_len })
                 .param(
                     "write_size",

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
 
-use super::image::{self, Access, Caches, DeviceArgs, Session};
+use super::image::{self, Access, Caches, Compress, DeviceArgs, Session};
 use super::{human_bytes, size, CliError};
 
 /// Options of `dffs format`.
@@ -19,12 +19,16 @@ pub struct Args {
     pub image: PathBuf,
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// Compression of file data: none, lz4 or deflate (recorded in the file system; every
+    /// file written later gets it too).
+    #[arg(long, value_enum, default_value_t = Compress::None)]
+    pub compress: Compress,
 }
 
 /// Runs `dffs format`.
 pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let sim = image::device_for_format(&args.image, &args.device)?;
-    let sim = image::format_device(&args.image, sim)?;
+    let sim = image::format_device(&args.image, sim, args.compress)?;
     // Mount once to report what the new file system offers (and to prove it mounts).
     let mut s = Session::mount(sim, &args.image, Access::ReadWrite, Caches::Embedded)?;
     let info = s.fs().info();

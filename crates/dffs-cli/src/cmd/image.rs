@@ -196,10 +196,35 @@ pub fn device_for_format(path: &Path, args: &DeviceArgs) -> Result<SimFlash, Cli
     Ok(sim)
 }
 
-/// Formats `sim` with a new, empty file system (a fresh random identifier).
-pub fn format_device(path: &Path, sim: SimFlash) -> Result<SimFlash, CliError> {
+/// `--compress`: the compression new files get (recorded in the file system's parameters).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compress {
+    /// Data is stored as it is.
+    #[default]
+    None,
+    /// LZ4 (fast; the usual choice for a root file system).
+    Lz4,
+    /// Deflate (smaller, slower to write).
+    Deflate,
+}
+
+impl Compress {
+    /// The algorithm number the core records.
+    pub fn algo(self) -> u8 {
+        match self {
+            Compress::None => dffs::compress::NONE,
+            Compress::Lz4 => dffs::compress::LZ4,
+            Compress::Deflate => dffs::compress::DEFLATE,
+        }
+    }
+}
+
+/// Formats `sim` with a new, empty file system (a fresh random identifier) whose files are
+/// compressed with `compress`.
+pub fn format_device(path: &Path, sim: SimFlash, compress: Compress) -> Result<SimFlash, CliError> {
     let opts = FormatOptions {
         fs_id: RandomState::new().hash_one(std::time::SystemTime::now()),
+        compression: compress.algo(),
         ..FormatOptions::default()
     };
     Fs::format(sim, &opts)

@@ -134,8 +134,12 @@ struct Output {
     erase_size: u32,
     capacity_bytes: u64,
     endurance: u32,
+    /// Bytes of live data and metadata on flash (compressed data counts at its compressed
+    /// size; the unused tails of partly filled pages and the reserves do not count).
     used_bytes: u64,
     free_bytes: u64,
+    /// Compression new files get (none, lz4, deflate).
+    compression: &'static str,
     /// Regular files and symlinks.
     files: u32,
     /// Directories, the root included.
@@ -231,6 +235,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         endurance: p.endurance,
         used_bytes: info.used_bytes,
         free_bytes: info.free_bytes,
+        compression: dffs::compress::name(info.params.compression),
         files: info.files,
         dirs: info.dirs,
         bad_blocks: info.bad_blocks,
@@ -290,6 +295,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
                 o.files, o.dirs
             ),
         ),
+        ("compression", o.compression.to_string()),
         ("bad blocks", o.bad_blocks.to_string()),
         (
             "erase count",

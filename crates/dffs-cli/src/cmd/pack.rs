@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use clap::Args as ClapArgs;
 use dffs::{Ino, OpenFlags, SetAttr, Time, ROOT_INO};
 
-use super::image::{self, Access, Caches, DeviceArgs, Session};
+use super::image::{self, Access, Caches, Compress, DeviceArgs, Session};
 use super::progress::Progress;
 use super::{human_bytes, sig3, size, warn, CliError};
 
@@ -31,6 +31,10 @@ pub struct Args {
     pub image: PathBuf,
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// Compression of file data: none, lz4 or deflate (recorded in the file system; every
+    /// file written later gets it too).
+    #[arg(long, value_enum, default_value_t = Compress::None)]
+    pub compress: Compress,
     /// No progress bar and no summary (warnings and errors are still printed).
     #[arg(long, short)]
     pub quiet: bool,
@@ -232,7 +236,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
 
     let sim = image::device_for_format(&args.image, &args.device)?;
     let start = sim.stats();
-    let sim = image::format_device(&args.image, sim)?;
+    let sim = image::format_device(&args.image, sim, args.compress)?;
     let mut s = Session::mount(sim, &args.image, Access::ReadWrite, Caches::Bulk)?;
     let image_name = args.image.display().to_string();
     let mut progress = Progress::new(tree.bytes, true, args.quiet);

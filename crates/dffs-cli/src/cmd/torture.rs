@@ -55,6 +55,9 @@ pub struct Args {
     /// paths).
     #[arg(long, default_value = "smallest")]
     pub config: String,
+    /// Compression of the data the workloads write: none, lz4 or deflate.
+    #[arg(long, default_value = "none")]
+    pub compress: String,
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -137,6 +140,16 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     if args.steps == 0 {
         return Err(CliError::msg("--steps must be at least 1"));
     }
+    let compression = match args.compress.as_str() {
+        "none" => 0,
+        "lz4" => 1,
+        "deflate" => 2,
+        other => {
+            return Err(CliError::msg(format!(
+                "unknown compression '{other}' (none, lz4, deflate)"
+            )))
+        }
+    };
     let seeds = args.seeds.max(1);
     let options = |workload: Workload, seed: u64, cuts: u64| Options {
         preset: preset.clone(),
@@ -145,6 +158,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         seed,
         cuts,
         config,
+        compression,
     };
 
     if let Some(cut) = args.cut {
@@ -287,8 +301,8 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
 
 fn reproduce(args: &Args, f: &Failure) -> String {
     format!(
-        "dffs torture --preset {} --blocks {} --workload {} --steps {} --config {} --seed {} --cut {}",
-        args.preset, args.blocks, f.workload, args.steps, args.config, f.seed, f.cut
+        "dffs torture --preset {} --blocks {} --workload {} --steps {} --config {} --compress {} --seed {} --cut {}",
+        args.preset, args.blocks, f.workload, args.steps, args.config, args.compress, f.seed, f.cut
     )
 }
 

@@ -366,12 +366,13 @@ impl<F: Flash> Fs<F> {
             node.content
                 .pending
                 .iter_blocks(stride)
-                .filter(|(_, a)| a.is_some()),
+                .filter(|(_, a)| !a.is_none()),
         );
         for a in nodes {
             w.claim(a, p.align(p.index_node), "index node", path);
         }
         let nb = blocks_for(node.size, p.data_block);
+        let mut claimed_nodes: BTreeMap<u32, u32> = BTreeMap::new();
         for (b, a) in blocks {
             w.rep.data_blocks += 1;
             if b as u64 >= nb {
@@ -379,6 +380,27 @@ impl<F: Flash> Fs<F> {
                     "{path}: block {b} mapped beyond the size {}",
                     node.size
                 ));
+            }
+            if a.is_packed() {
+                match self.data_extent(a) {
+                    // The blocks of one node point at it alike: it is claimed once, for the
+                    // shares of the blocks that still point at it.
+                    Some((at, share)) => *claimed_nodes.entry(at.0).or_insert(0) += share,
+                    None => {
+                        w.rep
+                            .error(format!("{path}: block {b} at {a:?} is no compressed node"));
+                        continue;
+                    }
+                }
+                let mut data = vec![0u8; p.data_block as usize];
+                match self.read_data(a, node.ino, b, &mut data) {
+                    Ok(()) => {}
+                    Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                    Err(e) => w.rep.error(format!(
+                        "{path}: compressed block {b} at {a:?} unreadable ({e})"
+                    )),
+                }
+                continue;
             }
             if !p.addr_valid(a) {
                 w.rep.error(format!(
@@ -422,6 +444,11 @@ impl<F: Flash> Fs<F> {
                         .error(format!("{path}: block {b} at {a:?} unreadable ({e})")),
                 }
             }
+        }
+        for (at, shares) in claimed_nodes {
+            // Shares round up: all of them together may exceed the node by a few bytes.
+            let len = self.dataz_len(Addr(at)).unwrap_or(0).min(shares);
+            w.claim(Addr(at), len, "compressed data node", path);
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ use alloc::vec::Vec;
 
 use super::Fs;
 use crate::codec::Reader;
+use crate::compress;
 use crate::error::{Error, Result};
 use crate::file::Index;
 use crate::flash::{EccStatus, Flash, FlashKind};
@@ -31,6 +32,9 @@ pub(crate) struct GcState {
     pub victim: Option<u32>,
     /// Next byte offset to examine in it.
     pub pos: u32,
+    /// NAND: bytes at the start of the page at `pos` that belong to a compressed data node
+    /// begun in the page before (nodes start after them).
+    pub carry: u32,
     /// Totals for reports.
     pub moved_bytes: u64,
     pub blocks_collected: u64,
@@ -216,6 +220,7 @@ impl<F: Flash> Fs<F> {
                 if e.state() == BlockState::Used && e.kind() != LogKind::Journal {
                     self.gc.victim = Some(b);
                     self.gc.pos = 0;
+                    self.gc.carry = 0;
                     return true;
                 }
             }
@@ -224,6 +229,7 @@ impl<F: Flash> Fs<F> {
             if let Some(b) = self.wl_candidate() {
                 self.gc.victim = Some(b);
                 self.gc.pos = 0;
+                self.gc.carry = 0;
                 self.gc.wl_moves += 1;
                 return true;
             }
@@ -232,6 +238,7 @@ impl<F: Flash> Fs<F> {
             Some(b) => {
                 self.gc.victim = Some(b);
                 self.gc.pos = 0;
+                self.gc.carry = 0;
                 true
             }
             None => false,
@@ -313,6 +320,7 @@ impl<F: Flash> Fs<F> {
         self.st.set_state(victim, BlockState::PendingErase);
         self.gc.victim = None;
         self.gc.pos = 0;
+        self.gc.carry = 0;
         self.gc.blocks_collected += 1;
     }
 
@@ -325,6 +333,7 @@ impl<F: Flash> Fs<F> {
         let mut oob = [0xFFu8; OOB_TAG_LEN];
         let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
         let st = self.st.read_page(page, &mut data, &mut oob[..n])?;
+        let carry = core::mem::take(&mut self.gc.carry) as usize;
         let tag = match OobTag::decode(&oob) {
             Ok(Some(t)) => t,
             // Never programmed, or skipped by recovery after a power cut: later pages may still
@@ -343,9 +352,41 @@ impl<F: Flash> Fs<F> {
         if tag.kind != TAG_NODES || st == EccStatus::Uncorrectable {
             return Ok(false);
         }
-        let mut i = 0usize;
+        if carry >= data.len() {
+            // The whole page belongs to a node begun before it.
+            self.gc.carry = (carry - data.len()) as u32;
+            return Ok(false);
+        }
+        let mut i = carry;
         let unit = p.unit() as usize;
         while i + 2 <= data.len() {
+            // A compressed data node may run on into the next page (the rest of the block).
+            let room = (p.geometry.block_size() - page_in_block * g.page_size) as usize - i;
+            let mut hb = [0u8; NODE_HEADER as usize];
+            let head: &[u8] = if data.len() - i >= hb.len() {
+                &data[i..]
+            } else {
+                // Even the header may run on into the next page.
+                let at = p.byte_of(base) + i as u64;
+                if room < hb.len() || self.st.read(at, &mut hb).is_err() {
+                    break;
+                }
+                &hb
+            };
+            if let Probe::Header(h) = node::probe(head, room as u32) {
+                if h.typ == NodeType::DataZ && i + h.len as usize > data.len() {
+                    let a = Addr(base.0 + (i >> p.addr_shift) as u32);
+                    let mut bytes = vec![0u8; h.len as usize];
+                    if self.st.read(p.byte_of(a), &mut bytes).is_err()
+                        || node::verify(&bytes, &h).is_err()
+                    {
+                        break;
+                    }
+                    self.gc_dataz_node(a, &h, &bytes)?;
+                    self.gc.carry = (i + p.align(h.len) as usize - data.len()) as u32;
+                    break;
+                }
+            }
             match node::probe(&data[i..], (data.len() - i) as u32) {
                 Probe::Erased => break,
                 Probe::Padding => i += unit,
@@ -359,6 +400,9 @@ impl<F: Flash> Fs<F> {
                     if h.typ == NodeType::Data {
                         // A data node starting in this page runs on into following pages.
                         self.gc_data_node(a, &data[i..i + len])?;
+                    } else if h.typ == NodeType::DataZ {
+                        let bytes = data[i..i + len].to_vec();
+                        self.gc_dataz_node(a, &h, &bytes)?;
                     } else {
                         let bytes = data[i..i + len].to_vec();
                         self.gc_node(a, &h, &bytes)?;
@@ -402,6 +446,8 @@ impl<F: Flash> Fs<F> {
                 let mut adv = p.align(h.len);
                 if h.typ == NodeType::Data {
                     adv = self.gc_data_node(a, &bytes)?;
+                } else if h.typ == NodeType::DataZ {
+                    self.gc_dataz_node(a, &h, &bytes)?;
                 } else {
                     self.gc_node(a, &h, &bytes)?;
                 }
@@ -627,6 +673,133 @@ impl<F: Flash> Fs<F> {
         self.kill_data(a);
         self.gc.moved_bytes += data.len() as u64;
         self.retarget(ino, b, 1, committed, overlay, new)
+    }
+
+    /// Liveness and relocation of a compressed data node: a live one is copied as it is (no
+    /// recompression) and the block pointer follows it.
+    fn gc_dataz_node(&mut self, a: Addr, h: &node::NodeHeader, bytes: &[u8]) -> Result<()> {
+        let p = self.st.p;
+        let z = match compress::parse_dataz(h.flags, &bytes[NODE_HEADER as usize..]) {
+            Ok(z) => z,
+            Err(_) => return Ok(()),
+        };
+        let Some(count) = z.blocks(p.data_block) else {
+            return Ok(());
+        };
+        let ptr = Addr::packed(a);
+        let mut live: Vec<(u32, bool, bool)> = Vec::new();
+        for k in 0..count {
+            let b = z.block.saturating_add(k);
+            let (c, o) = self.data_refs(h.ino, b, ptr)?;
+            if c || o {
+                live.push((b, c, o));
+            }
+        }
+        if live.is_empty() {
+            return Ok(());
+        }
+        let len = p.align(h.len);
+        let share = compress::share(len, count);
+        if live.len() < count as usize {
+            // Some blocks were overwritten since: moving the node whole would copy dead data
+            // (and need more room than the shares credited say). Recompress what is live.
+            return self.gc_dataz_split(a, h, &z, share, &live);
+        }
+        // The node moves whole, as it is.
+        let nb = compress::dataz_node(h.ino, z.block, z.algo, z.raw_len, z.payload);
+        let na = self.st.write_spanning_node(
+            LogKind::DataCold,
+            nb,
+            share * live.len() as u32,
+            Priority::Reserve,
+        )?;
+        self.st.kill(a, share * live.len() as u32);
+        self.gc.moved_bytes += len as u64;
+        for (b, c, o) in live {
+            self.retarget(h.ino, b, 1, c, o, Addr::packed(na))?;
+        }
+        Ok(())
+    }
+
+    /// Moves the live blocks of a compressed node some of whose blocks are dead: runs of
+    /// consecutive live blocks are compressed again (or written raw if they no longer shrink).
+    fn gc_dataz_split(
+        &mut self,
+        a: Addr,
+        h: &node::NodeHeader,
+        z: &compress::DataZ<'_>,
+        share: u32,
+        live: &[(u32, bool, bool)],
+    ) -> Result<()> {
+        let p = self.st.p;
+        let bs = p.data_block as usize;
+        let mut all = vec![0u8; z.raw_len as usize];
+        if compress::decompress(z.algo, z.payload, &mut all).is_err() {
+            // Unreadable: the blocks read as EIO wherever they are; leave them.
+            return Ok(());
+        }
+        let mut i = 0;
+        while i < live.len() {
+            let mut j = i + 1;
+            while j < live.len() && live[j].0 == live[j - 1].0 + 1 {
+                j += 1;
+            }
+            let first = live[i].0;
+            let n = j - i;
+            let off = (first - z.block) as usize * bs;
+            let raw = &all[off..off + n * bs];
+            let max = (n * bs - n * bs / 8).saturating_sub(compress::DATAZ_HEADER as usize);
+            let mut ptrs: Vec<Addr> = Vec::with_capacity(n);
+            match compress::compress(z.algo, raw, max) {
+                Some(c) => {
+                    let nb = compress::dataz_node(h.ino, first, z.algo, (n * bs) as u32, &c);
+                    let l = p.align(nb.w.len() as u32);
+                    let credit = n as u32 * compress::share(l, n as u32);
+                    let na = self.st.write_spanning_node(
+                        LogKind::DataCold,
+                        nb,
+                        credit,
+                        Priority::Reserve,
+                    )?;
+                    ptrs.resize(n, Addr::packed(na));
+                    self.gc.moved_bytes += l as u64;
+                }
+                None => {
+                    for k in 0..n {
+                        let blk = &raw[k * bs..(k + 1) * bs];
+                        let b = first + k as u32;
+                        let na = match p.geometry.kind {
+                            FlashKind::Nand => self.st.write_data_page(
+                                LogKind::DataCold,
+                                h.ino,
+                                b,
+                                blk,
+                                Priority::Reserve,
+                            )?,
+                            FlashKind::Nor => {
+                                let hdr = self.write_data_node(
+                                    LogKind::DataCold,
+                                    h.ino,
+                                    b,
+                                    1,
+                                    blk,
+                                    Priority::Reserve,
+                                )?;
+                                Addr(hdr.0 + (DATA_HEADER >> p.addr_shift))
+                            }
+                        };
+                        ptrs.push(na);
+                        self.gc.moved_bytes += bs as u64;
+                    }
+                }
+            }
+            for (k, &(b, c, o)) in live[i..j].iter().enumerate() {
+                self.st.kill(a, share);
+                self.retarget(h.ino, b, 1, c, o, ptrs[k])?;
+            }
+            i = j;
+        }
+        Ok(())
     }
 
     /// Liveness and relocation of a data node (header plus payload); returns its length.

@@ -10,11 +10,12 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::Fs;
+use crate::compress::{self, DATAZ_HEADER};
 use crate::error::{Error, Result};
 use crate::file::{blocks_for, inline_limit, Content, FileNode, Index};
 use crate::flash::{EccStatus, Flash, FlashKind};
 use crate::journal::{max_commit_extents, BlockMap, Record, Tid};
-use crate::layout::{Addr, LogKind};
+use crate::layout::{Addr, LogKind, NODE_HEADER};
 use crate::map::MapEntry;
 use crate::node::{NodeBuilder, NodeType, OobTag, OOB_TAG_LEN};
 use crate::store::{BlockInfo, BlockState, Priority, DATA_HEADER};
@@ -433,7 +434,10 @@ impl<F: Flash> Fs<F> {
     }
 
     /// Reads the whole data block at `a` into `buf`, checking it belongs to (`ino`, `b`).
-    fn read_data(&mut self, a: Addr, ino: Ino, b: u32, buf: &mut [u8]) -> Result<()> {
+    pub(crate) fn read_data(&mut self, a: Addr, ino: Ino, b: u32, buf: &mut [u8]) -> Result<()> {
+        if a.is_packed() {
+            return self.read_packed(a, ino, b, buf);
+        }
         let p = self.st.p;
         let g = p.geometry;
         match g.kind {
@@ -467,6 +471,34 @@ impl<F: Flash> Fs<F> {
                 self.st.read(p.byte_of(a), buf)
             }
         }
+    }
+
+    /// Reads and decompresses the compressed data node a packed pointer `a` points at. A node
+    /// that is unreadable, fails its CRC, belongs elsewhere or does not decompress to exactly
+    /// one block is `Io`.
+    fn read_packed(&mut self, a: Addr, ino: Ino, b: u32, buf: &mut [u8]) -> Result<()> {
+        let p = self.st.p;
+        let max = DATAZ_HEADER + compress::MAX_RAW;
+        let (h, bytes) = match self.st.read_node(a.node(), NodeType::DataZ, max) {
+            Ok(x) => x,
+            Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+            Err(_) => return Err(Error::Io),
+        };
+        let z = compress::parse_dataz(h.flags, &bytes[NODE_HEADER as usize..])
+            .map_err(|_| Error::Io)?;
+        let count = z.blocks(p.data_block).ok_or(Error::Io)?;
+        let bs = p.data_block as usize;
+        if h.ino != ino || b < z.block || b - z.block >= count || buf.len() != bs {
+            return Err(Error::Io);
+        }
+        if count == 1 {
+            return compress::decompress(z.algo, z.payload, buf);
+        }
+        let mut all = vec![0u8; z.raw_len as usize];
+        compress::decompress(z.algo, z.payload, &mut all)?;
+        let k = (b - z.block) as usize * bs;
+        buf.copy_from_slice(&all[k..k + bs]);
+        Ok(())
     }
 
     /// Block `b` of `ino` (zeros for holes).
@@ -552,7 +584,7 @@ impl<F: Flash> Fs<F> {
             }
             Src::At(a) => a,
         };
-        if p.geometry.kind == FlashKind::Nand {
+        if p.geometry.kind == FlashKind::Nand || first.is_packed() {
             self.read_data(first, ino, b, &mut dst[..bs])?;
             return Ok(bs);
         }
@@ -726,6 +758,38 @@ impl<F: Flash> Fs<F> {
             }
             return Err(e);
         }
+        // A compressed file's dirty blocks go in groups of consecutive blocks (at most
+        // `group_blocks`, never across a multiple of it); a group that shrinks by at least an
+        // eighth becomes one compressed data node, the rest (and every block of other files)
+        // are written raw.
+        let algo = self.committed(ino)?.compression;
+        let mut packed: Vec<(u32, u32, Vec<u8>)> = Vec::new();
+        let dirty = if algo == compress::NONE {
+            dirty
+        } else {
+            let group = compress::group_blocks(&p, self.cfg.compress_group);
+            let mut raw = Vec::with_capacity(dirty.len());
+            let mut i = 0;
+            while i < dirty.len() {
+                let mut j = i + 1;
+                while j < dirty.len() && dirty[j].0 == dirty[j - 1].0 + 1 && dirty[j].0 % group != 0
+                {
+                    j += 1;
+                }
+                let n = j - i;
+                let mut input = Vec::with_capacity(n * bs);
+                for d in &dirty[i..j] {
+                    input.extend_from_slice(&d.1);
+                }
+                let max = (n * bs - n * bs / 8).saturating_sub(DATAZ_HEADER as usize);
+                match compress::compress(algo, &input, max) {
+                    Some(z) => packed.push((dirty[i].0, n as u32, z)),
+                    None => raw.extend(dirty[i..j].iter().cloned()),
+                }
+                i = j;
+            }
+            raw
+        };
         let mut written: Vec<(u32, u32, Addr)> = Vec::new();
         match p.geometry.kind {
             FlashKind::Nand => {
@@ -764,6 +828,21 @@ impl<F: Flash> Fs<F> {
                 }
             }
         }
+        // Compressed nodes last, so the page they leave partly filled is continued by the next
+        // write-back (on NAND they share pages; the journal programs them before any record
+        // that points at them, see `Store::program_buffered`).
+        for (b, n, z) in &packed {
+            let nb = compress::dataz_node(ino, *b, algo, n * bs as u32, z);
+            let len = p.align(nb.w.len() as u32);
+            let credit = n * compress::share(len, *n);
+            let a = self
+                .st
+                .write_spanning_node(LogKind::DataHot, nb, credit, Priority::User)?;
+            for k in 0..*n {
+                written.push((b + k, 1, Addr::packed(a)));
+            }
+        }
+        written.sort_by_key(|w| w.0);
         let spilled = self.overlay(ino)?.spilled.is_some();
         if spilled {
             return self.record_spilled_writes(ino, &written);
@@ -773,7 +852,7 @@ impl<F: Flash> Fs<F> {
         for &(first, count, a) in &written {
             for k in 0..count {
                 if let Some(old) = ov.extents.get(first + k, stride) {
-                    if old.is_some() {
+                    if !old.is_none() {
                         dead.push(old);
                     }
                 }
@@ -838,7 +917,7 @@ impl<F: Flash> Fs<F> {
                     ix.lookup(&sp, b)?
                 };
                 // The update's own earlier copy dies now; a committed block dies at commit.
-                if old.is_some() && !self.is_committed_block(ino, b, old)? {
+                if !old.is_none() && !self.is_committed_block(ino, b, old)? {
                     dead.push(old);
                 }
             }
@@ -896,7 +975,7 @@ impl<F: Flash> Fs<F> {
                     &mut |_, _, _| {},
                 )?;
             }
-            blocks.extend(c.pending.iter_blocks(stride).filter(|(_, a)| a.is_some()));
+            blocks.extend(c.pending.iter_blocks(stride).filter(|(_, a)| !a.is_none()));
             for (b, a) in blocks {
                 if keep.is_none_or(|k| b < k) {
                     full.insert(b, 1, a, stride);
@@ -1027,7 +1106,7 @@ impl<F: Flash> Fs<F> {
                 let mut mapped: Vec<(u32, Addr)> = sp
                     .pending
                     .iter_blocks(stride)
-                    .filter(|(b, a)| *b >= keep && a.is_some())
+                    .filter(|(b, a)| *b >= keep && !a.is_none())
                     .collect();
                 {
                     let mut ix = Index {
@@ -1064,7 +1143,7 @@ impl<F: Flash> Fs<F> {
                 let dead: Vec<Addr> = ov
                     .extents
                     .iter_blocks(stride)
-                    .filter(|(b, a)| *b >= keep && a.is_some())
+                    .filter(|(b, a)| *b >= keep && !a.is_none())
                     .map(|x| x.1)
                     .collect();
                 ov.extents.truncate(keep, stride);
@@ -1295,7 +1374,7 @@ impl<F: Flash> Fs<F> {
                     old_blocks.iter().map(|x| x.1 .0).collect();
                 for (_, a) in new_blocks {
                     if !keep.contains(&a.0) {
-                        self.claim_replayed(a, p.data_block);
+                        self.claim_replayed_data(a);
                     }
                 }
                 for a in new_nodes {
@@ -1329,7 +1408,7 @@ impl<F: Flash> Fs<F> {
                         node.content
                             .pending
                             .iter_blocks(stride)
-                            .filter(|(b, a)| *b >= keep && a.is_some())
+                            .filter(|(b, a)| *b >= keep && !a.is_none())
                             .map(|x| x.1),
                     );
                     // The folded map's blocks from `keep` on die too, except those a pending
@@ -1356,7 +1435,7 @@ impl<F: Flash> Fs<F> {
                     for k in 0..e.count {
                         let b = e.first + k;
                         let old = ix.lookup(&node.content, b)?;
-                        if old.is_some() {
+                        if !old.is_none() {
                             dead.push(old);
                         }
                     }
@@ -1368,20 +1447,7 @@ impl<F: Flash> Fs<F> {
             if self.replaying {
                 // Data written after the checkpoint: count it and keep its blocks allocated.
                 for (_, a) in extents.iter_blocks(stride) {
-                    if a.is_some() && p.addr_valid(a) {
-                        self.st.add_live(a, p.data_block);
-                        let blk = p.block_of(a) as usize;
-                        let e = self.st.blocks[blk];
-                        if matches!(e.state(), BlockState::Free | BlockState::Erased) {
-                            self.st.blocks[blk] = BlockInfo::new(
-                                BlockState::Used,
-                                LogKind::DataHot,
-                                e.ec,
-                                e.live,
-                                e.age(),
-                            );
-                        }
-                    }
+                    self.claim_replayed_data(a);
                 }
             }
         }
@@ -1436,8 +1502,15 @@ impl<F: Flash> Fs<F> {
                 &mut |a, _, _| nodes.push(a),
             )?;
         }
-        blocks.extend(c.pending.iter_blocks(stride).filter(|(_, a)| a.is_some()));
+        blocks.extend(c.pending.iter_blocks(stride).filter(|(_, a)| !a.is_none()));
         Ok((blocks, nodes))
+    }
+
+    /// During replay: counts file block pointer `a` live (a compressed block: its whole node).
+    fn claim_replayed_data(&mut self, a: Addr) {
+        if let Some((at, len)) = self.data_extent(a) {
+            self.claim_replayed(at, len);
+        }
     }
 
     /// During replay: counts `bytes` at `a` live and keeps its block from the allocator.

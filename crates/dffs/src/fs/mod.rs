@@ -67,6 +67,11 @@ pub struct Config {
     pub sync: bool,
     /// Extents an uncommitted file update may touch before it is committed in parts.
     pub overlay_extents: usize,
+    /// Bytes of consecutive file blocks compressed together into one node (rounded down to
+    /// whole blocks, at most a quarter of an erase block and 64 KiB). Larger groups compress
+    /// better; reading one block decompresses its whole group, and the group is transient RAM
+    /// when writing. A write-time choice only: any group size reads back.
+    pub compress_group: u32,
 }
 
 impl Default for Config {
@@ -84,6 +89,7 @@ impl Default for Config {
             read_only: false,
             sync: false,
             overlay_extents: 256,
+            compress_group: 16 * 1024,
         }
     }
 }
@@ -104,6 +110,7 @@ impl Config {
             read_only: false,
             sync: false,
             overlay_extents: 32,
+            compress_group: 4 * 1024,
         }
     }
 
@@ -122,6 +129,7 @@ impl Config {
             read_only: false,
             sync: false,
             overlay_extents: 1024,
+            compress_group: 32 * 1024,
         }
     }
 
@@ -145,7 +153,14 @@ impl Config {
         let data = self.data_cache * (p.data_block as usize + 48);
         let open = self.max_open * (64 + 12 * 8);
         let fixed = 2048;
-        heads + blocks + dirs + map + index + inodes + data + open + fixed
+        // Compression: a group in, its compressed form out, and a group to read into.
+        let zbuf = if p.compression != 0 {
+            3 * crate::compress::group_blocks(p, self.compress_group) as usize
+                * p.data_block as usize
+        } else {
+            0
+        };
+        heads + blocks + dirs + map + index + inodes + data + open + fixed + zbuf
     }
 }
 
@@ -1038,18 +1053,24 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
-    fn subtract_provisional(&self, table: &mut [BlockInfo]) {
+    fn subtract_provisional(&mut self, table: &mut [BlockInfo]) {
         let p = self.st.p;
         let stride = Index::<F>::stride(&p);
+        let mut provisional: Vec<Addr> = Vec::new();
         for oi in self.inos.values() {
             if let Some(ov) = &oi.overlay {
                 for (_b, a) in ov.extents.iter_blocks(stride) {
-                    if a.is_some() {
-                        let blk = p.block_of(a) as usize;
-                        if let Some(e) = table.get_mut(blk) {
-                            e.live = e.live.saturating_sub(p.data_block);
-                        }
+                    if !a.is_none() {
+                        provisional.push(a);
                     }
+                }
+            }
+        }
+        for a in provisional {
+            if let Some((at, len)) = self.data_extent(a) {
+                let blk = p.block_of(at) as usize;
+                if let Some(e) = table.get_mut(blk) {
+                    e.live = e.live.saturating_sub(len);
                 }
             }
         }
@@ -1368,7 +1389,7 @@ impl<F: Flash> Fs<F> {
             .pending
             .iter_blocks(stride)
             .map(|x| x.1)
-            .filter(|a| a.is_some())
+            .filter(|a| !a.is_none())
             .collect();
         let mut dead_nodes: Vec<Addr> = Vec::new();
         {
@@ -1401,11 +1422,54 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
-    /// Counts one data block dead.
+    /// Counts one data block dead (a compressed one: its whole node).
     pub(crate) fn kill_data(&mut self, a: Addr) {
+        if let Some((at, len)) = self.data_extent(a) {
+            self.st.kill(at, len);
+        }
+    }
+
+    /// The aligned length of the compressed data node at `at` (for fsck).
+    pub(crate) fn dataz_len(&mut self, at: Addr) -> Option<u32> {
         let p = self.st.p;
-        if a.is_some() {
-            self.st.kill(a, p.data_block);
+        let mut h = [0u8; NODE_HEADER as usize];
+        self.st.read(p.byte_of(at), &mut h).ok()?;
+        let max = crate::compress::DATAZ_HEADER + crate::compress::MAX_RAW;
+        match node::probe(&h, max) {
+            Probe::Header(hd) if hd.typ == NodeType::DataZ => Some(p.align(hd.len)),
+            _ => None,
+        }
+    }
+
+    /// Where the flash bytes of file block pointer `a` start and how many bytes they count
+    /// live: a raw block is one data block at `a`; a packed pointer is one share of its
+    /// compressed data node (see [`crate::compress::share`]), read from the node header (`None` when it cannot be read:
+    /// the block then stays counted live until garbage collection recounts it).
+    pub(crate) fn data_extent(&mut self, a: Addr) -> Option<(Addr, u32)> {
+        let p = self.st.p;
+        if a.is_none() {
+            return None;
+        }
+        if !a.is_packed() {
+            return Some((a, p.data_block));
+        }
+        let at = a.node();
+        if !p.addr_valid(at) {
+            return None;
+        }
+        let mut h = [0u8; crate::compress::DATAZ_HEADER as usize];
+        self.st.read(p.byte_of(at), &mut h).ok()?;
+        let max = crate::compress::DATAZ_HEADER + crate::compress::MAX_RAW;
+        match node::probe(&h, max) {
+            Probe::Header(hd) if hd.typ == NodeType::DataZ => {
+                let raw_len = u32::from_le_bytes([h[28], h[29], h[30], h[31]]);
+                if raw_len == 0 || raw_len % p.data_block != 0 {
+                    return None;
+                }
+                let count = raw_len / p.data_block;
+                Some((at, crate::compress::share(p.align(hd.len), count)))
+            }
+            _ => None,
         }
     }
 

@@ -602,6 +602,46 @@ impl<F: Flash> Fs<F> {
         })
     }
 
+    /// Sets the compression of file `ino` for data written from now on (`compress::NONE`,
+    /// `LZ4` or `DEFLATE`). Blocks already written keep the form they were written in (each
+    /// compressed data node records its own algorithm), so a file can hold both.
+    pub fn set_compression(&mut self, ino: Ino, algo: u8) -> Result<()> {
+        self.guard(|fs| {
+            fs.writable()?;
+            if algo > crate::compress::DEFLATE {
+                return Err(Error::Invalid);
+            }
+            match fs.map.get(&mut fs.st, ino)? {
+                MapEntry::Dir(_) => return Err(Error::IsDir),
+                MapEntry::File { .. } | MapEntry::Orphan => {}
+                MapEntry::Free => return Err(Error::NotFound),
+            }
+            let rec = Record::Setattr {
+                tid: fs.tx.unwrap_or(0),
+                ino,
+                mask: mask::COMPRESS | (algo as u32) << mask::COMPRESS_SHIFT,
+                attrs: Attrs::default(),
+            };
+            fs.journal(&rec)?;
+            fs.apply(&rec)?;
+            fs.after_op()
+        })
+    }
+
+    /// The compression of file `ino` (what data written to it now gets).
+    pub fn compression(&mut self, ino: Ino) -> Result<u8> {
+        self.guard(|fs| {
+            if let Some(n) = fs.inos.get(&ino).and_then(|o| o.orphan.as_ref()) {
+                return Ok(n.compression);
+            }
+            match fs.map.get(&mut fs.st, ino)? {
+                MapEntry::Dir(_) => Err(Error::IsDir),
+                MapEntry::File { .. } => Ok(fs.load_file(ino)?.node.compression),
+                _ => Err(Error::NotFound),
+            }
+        })
+    }
+
     // ----- readdir ----------------------------------------------------------------------
 
     /// Lists directory `ino` from `cookie` (0: the start): calls `f` for each entry until it
@@ -1051,6 +1091,10 @@ impl<F: Flash> Fs<F> {
                 attrs,
                 ..
             } => {
+                // A compression change for an algorithm this code does not know is ignored.
+                let algo = ((m & mask::COMPRESS) != 0)
+                    .then_some((m >> mask::COMPRESS_SHIFT) as u8)
+                    .filter(|z| *z <= crate::compress::DEFLATE);
                 let apply_to = |a: &mut Attrs| {
                     if m & mask::MODE != 0 {
                         a.mode = (a.mode & S_IFMT) | (attrs.mode & 0o7777);
@@ -1081,11 +1125,17 @@ impl<F: Flash> Fs<F> {
                         self.make_dirty(*ino)?;
                         let c = self.load_file(*ino)?;
                         apply_to(&mut c.node.attrs);
+                        if let Some(z) = algo {
+                            c.node.compression = z;
+                        }
                         Ok(())
                     }
                     MapEntry::Orphan => {
                         if let Some(n) = self.inos.get_mut(ino).and_then(|o| o.orphan.as_mut()) {
                             apply_to(&mut n.attrs);
+                            if let Some(z) = algo {
+                                n.compression = z;
+                            }
                         }
                         Ok(())
                     }
