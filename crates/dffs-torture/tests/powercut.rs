@@ -264,6 +264,17 @@ fn campaign_regressions() {
             2016,
             "journal reopened a reserved block replay had used",
         ),
+        // The recovery session moved the journal into the reserved block and was cut before
+        // its checkpoint; the next recovery reopened that block as erased (MLC: NOP exceeded).
+        (
+            "nand-mlc-1g",
+            16,
+            "churn",
+            120,
+            101,
+            299,
+            "journal reopened a reserved block a crashed session had written",
+        ),
     ];
     for &(name, blocks, wl, steps, seed, cut, why) in cases {
         let opts = Options {

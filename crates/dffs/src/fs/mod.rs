@@ -484,12 +484,18 @@ impl<F: Flash> Fs<F> {
         let clean = cp.flags & CP_CLEAN != 0;
         let replayed = self.replay(&cp)?;
         if replayed || !clean {
-            // Blocks believed erased may have been written after the checkpoint.
+            // Blocks believed erased may have been written after the checkpoint: so may the
+            // journal's reserved next block (a session that crashed may have moved the journal
+            // into it without a link replay could follow). Both are erased before any use.
             for b in 0..nblocks {
-                if self.st.blocks[b as usize].state() == BlockState::Erased {
+                if matches!(
+                    self.st.blocks[b as usize].state(),
+                    BlockState::Erased | BlockState::Reserved
+                ) {
                     self.st.set_state(b, BlockState::Free);
                 }
             }
+            self.st.journal_next = u32::MAX;
             self.recovered = true;
             self.anchor.may_append = false;
             // Heads continue after whatever was written since the checkpoint (the journal
