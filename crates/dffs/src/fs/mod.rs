@@ -1501,7 +1501,7 @@ impl<F: Flash> Fs<F> {
             block_size: self.st.p.data_block,
             blocks: usable / bs,
             blocks_free: free / bs,
-            files: (self.nfiles + self.ndirs) as u64,
+            files: self.nfiles as u64 + self.ndirs as u64,
             files_free: (u32::MAX as u64).saturating_sub(entries).min(free / 64),
             name_max: crate::layout::NAME_MAX as u32,
         })

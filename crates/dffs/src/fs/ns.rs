@@ -831,7 +831,7 @@ impl<F: Flash> Fs<F> {
                         *parent,
                         Slot { ptr: ino, key },
                     )?;
-                    self.ndirs += 1;
+                    self.ndirs = self.ndirs.saturating_add(1);
                 } else {
                     self.map.set(
                         &mut self.st,
@@ -865,7 +865,7 @@ impl<F: Flash> Fs<F> {
                             key,
                         },
                     )?;
-                    self.nfiles += 1;
+                    self.nfiles = self.nfiles.saturating_add(1);
                 }
                 self.touch_dir(*parent, attrs.ctime)
             }
