@@ -140,6 +140,27 @@ impl RamFlash {
         v
     }
 
+    /// Byte `i` (modulo the size) of the raw image [`RamFlash::raw`] gives.
+    pub fn raw_byte(&self, i: usize) -> u8 {
+        let i = i % (self.data.len() + self.oob.len());
+        if i < self.data.len() {
+            self.data[i]
+        } else {
+            self.oob[i - self.data.len()]
+        }
+    }
+
+    /// Sets byte `i` (modulo the size) of the raw image.
+    pub fn set_raw_byte(&mut self, i: usize, v: u8) {
+        let i = i % (self.data.len() + self.oob.len());
+        if i < self.data.len() {
+            self.data[i] = v;
+        } else {
+            let n = self.data.len();
+            self.oob[i - n] = v;
+        }
+    }
+
     fn tick(&mut self) {
         self.ops += 1;
         if self.budget != 0 && self.ops > self.budget {
@@ -347,8 +368,8 @@ pub fn tiny_nand_geometry() -> Geometry {
 pub fn tiny_nor_geometry() -> Geometry {
     Geometry {
         pages_per_block: 8,
-        blocks: 24,
-        ..nor_geometry(24)
+        blocks: 32,
+        ..nor_geometry(32)
     }
 }
 
@@ -823,4 +844,357 @@ pub fn exercise(dev: RamFlash, lim: &Limits) -> Result<(Walk, bool), Error> {
     let _ = fs.sync();
     let _ = fs.unmount();
     Ok((w, fsck_clean))
+}
+
+// ----- tiny images (fuzzing) ----------------------------------------------------------------
+
+/// A small image on a tiny geometry: nested directories, an inline, a multi-block and an
+/// indexed file, symlinks, a directory of 24 entries; `journal`: a synced journal tail after the
+/// last checkpoint.
+pub fn build_tiny(geo: Geometry, journal: bool) -> RamFlash {
+    let dev = RamFlash::new(geo);
+    let dev = must(Fs::format(dev, &FormatOptions::default()), "format");
+    let mut fs = must(Fs::mount(dev, Config::smallest()), "mount");
+    let bs = match geo.kind {
+        FlashKind::Nand => geo.page_size as usize,
+        FlashKind::Nor => geo.page_size as usize,
+    };
+    let d = mkdir(&mut fs, ROOT_INO, "d");
+    let sub = mkdir(&mut fs, d, "sub");
+    put(&mut fs, sub, "small", b"hello\n");
+    put(&mut fs, d, "multi", &content(1, 3 * bs + 17));
+    put(&mut fs, ROOT_INO, "indexed", &content(2, 20 * bs + 5));
+    must(fs.symlink(d, b"ln", b"sub/small", 0, 0), "symlink");
+    let many = mkdir(&mut fs, ROOT_INO, "many");
+    for i in 0..24 {
+        put(&mut fs, many, &format!("n{i:02}"), &content(10 + i, i as usize * 7));
+    }
+    let mut dev = must(fs.unmount(), "unmount");
+    if journal {
+        let mut fs = must(Fs::mount(dev, Config::smallest()), "mount");
+        let multi = must(fs.resolve(b"/d/multi"), "resolve");
+        let fh = must(fs.open(multi, OpenFlags::RW), "open");
+        must(fs.write(fh, 5, &content(3, bs)), "write");
+        must(fs.close(fh), "close");
+        must(fs.rename(d, b"multi", ROOT_INO, b"moved"), "rename");
+        must(fs.unlink(many, b"n03"), "unlink");
+        put(&mut fs, sub, "late", &content(4, 2 * bs));
+        must(fs.sync(), "sync");
+        dev = fs.into_flash();
+    }
+    dev
+}
+
+// ----- fuzz inputs (shared by the fuzz targets and the regression tests) --------------------
+
+/// The four tiny base images: (NAND, NOR) × (clean, journal tail).
+pub fn tiny_base(nor: bool, journal: bool) -> &'static RamFlash {
+    static BASES: std::sync::OnceLock<Vec<RamFlash>> = std::sync::OnceLock::new();
+    let v = BASES.get_or_init(|| {
+        let mut v = Vec::new();
+        for g in [tiny_nand_geometry(), tiny_nor_geometry()] {
+            for j in [false, true] {
+                v.push(build_tiny(g, j));
+            }
+        }
+        v
+    });
+    &v[(nor as usize) * 2 + journal as usize]
+}
+
+/// Reads input bytes; past the end everything reads as zero.
+pub struct Input<'a>(pub &'a [u8]);
+
+impl Input<'_> {
+    /// Next byte.
+    pub fn u8(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((&b, rest)) => {
+                self.0 = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+    /// Next little-endian u16.
+    pub fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+    /// Next little-endian 24-bit number.
+    pub fn u24(&mut self) -> u32 {
+        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), 0])
+    }
+    /// Whether anything is left.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Applies one patch from the input to the device's raw image (data areas, then the free spare
+/// bytes): 0 overwrite, 1 xor, 2 fill, 3 unreadable page, 4 bad block, 5 copy a page, 6 a
+/// re-signed 32-bit field of the node found at or after the offset.
+pub fn apply_patch(dev: &mut RamFlash, inp: &mut Input<'_>) {
+    let op = inp.u8() % 7;
+    let raw_len = dev.data.len() + dev.oob.len();
+    let off = inp.u24() as usize % raw_len;
+    let len = inp.u8() as usize;
+    let pages = dev.geo.total_pages();
+    let page = ((off % dev.data.len()) / dev.page_size()) as u32;
+    match op {
+        0 | 1 => {
+            for i in 0..len {
+                let b = inp.u8();
+                let v = if op == 0 { b } else { b ^ dev.raw_byte(off + i) };
+                dev.set_raw_byte(off + i, v);
+            }
+        }
+        2 => {
+            let b = inp.u8();
+            for i in 0..len {
+                dev.set_raw_byte(off + i, b);
+            }
+        }
+        3 => {
+            dev.uncorrectable.insert(page);
+        }
+        4 => {
+            let b = dev.geo.block_of(page);
+            dev.bad[b as usize] = true;
+        }
+        5 => {
+            let to = inp.u24() % pages;
+            let d = dev.page(page).to_vec();
+            let o = dev.oob_of(page).to_vec();
+            dev.page_mut(to).copy_from_slice(&d);
+            dev.oob_mut(to).copy_from_slice(&o);
+        }
+        _ => {
+            let value = u32::from_le_bytes([inp.u8(), inp.u8(), inp.u8(), inp.u8()]);
+            let start = (off % dev.data.len()) & !7;
+            let mut at = start;
+            let mut found = None;
+            while at + 24 <= dev.data.len() && at < start + 4096 {
+                if dev.data[at..at + 2] == NODE_MAGIC.to_le_bytes() {
+                    found = Some(at);
+                    break;
+                }
+                at += 8;
+            }
+            if let Some(at) = found {
+                let nlen = u32::from_le_bytes(dev.data[at + 4..at + 8].try_into().unwrap()) as usize;
+                if nlen > 28 && at + nlen <= dev.data.len() {
+                    let f = at + 24 + (len * 4) % (nlen - 27);
+                    dev.data[f..f + 4].copy_from_slice(&value.to_le_bytes());
+                    resign(&mut dev.data, at);
+                }
+            }
+        }
+    }
+}
+
+/// The device a fuzz input describes. First byte: bit 0 NOR, bit 1 journal tail, bit 2 re-sign
+/// every node afterwards, bit 3 start from an erased device, bit 4 the rest is a raw image
+/// (data areas then spare bytes) laid over the start of the device; otherwise the rest is
+/// patches (see [`apply_patch`]), at most `max_patches`.
+pub fn device_from(inp: &mut Input<'_>, max_patches: usize) -> RamFlash {
+    let mode = inp.u8();
+    let nor = mode & 1 != 0;
+    let mut dev = if mode & 8 != 0 {
+        RamFlash::new(if nor {
+            tiny_nor_geometry()
+        } else {
+            tiny_nand_geometry()
+        })
+    } else {
+        tiny_base(nor, mode & 2 != 0).fresh_copy()
+    };
+    if mode & 16 != 0 {
+        dev.load_raw(inp.0);
+        inp.0 = &[];
+    } else {
+        let mut n = 0;
+        while !inp.is_empty() && n < max_patches {
+            apply_patch(&mut dev, inp);
+            n += 1;
+        }
+    }
+    if mode & 4 != 0 {
+        resign_all(&mut dev);
+    }
+    dev
+}
+
+/// The `mount` fuzz target: a damaged or arbitrary tiny image is mounted, walked, fsck'd and
+/// written to.
+pub fn fuzz_mount(data: &[u8]) {
+    let mut inp = Input(data);
+    let mut dev = device_from(&mut inp, usize::MAX);
+    dev.budget = 2_000_000;
+    let _ = exercise(dev, &Limits::default());
+}
+
+const DIRS: [&[u8]; 5] = [b"/", b"/d", b"/d/sub", b"/many", b"/new"];
+const NAMES: [&[u8]; 8] = [b"a", b"small", b"multi", b"n01", b"indexed", b"new", b"ln", b"sub"];
+
+fn pick_path(inp: &mut Input<'_>) -> Vec<u8> {
+    let d = DIRS[inp.u8() as usize % DIRS.len()];
+    let n = NAMES[inp.u8() as usize % NAMES.len()];
+    let mut p = d.to_vec();
+    if p.len() > 1 {
+        p.push(b'/');
+    }
+    p.extend_from_slice(n);
+    p
+}
+
+/// The `ops` fuzz target: a tiny image, up to 8 patches (first byte after the mode says how
+/// many), then a sequence of operations; after each remount and at the end a walk and fsck.
+pub fn fuzz_ops(data: &[u8]) {
+    // Mode byte as for `mount` (never a raw image: the operations follow), then the number of
+    // patches, the patches, the operations.
+    let mode = data.first().copied().unwrap_or(0) & !16;
+    let mut inp = Input(data.get(1..).unwrap_or(&[]));
+    let npatch = inp.u8() as usize % 9;
+    let mut dev = device_from(&mut Input(&[mode]), 0);
+    for _ in 0..npatch {
+        apply_patch(&mut dev, &mut inp);
+    }
+    if mode & 4 != 0 {
+        resign_all(&mut dev);
+    }
+    dev.budget = 4_000_000;
+    let Ok(mut fs) = Fs::mount(dev, Config::smallest()) else {
+        return;
+    };
+    let inp = &mut inp;
+    let mut fhs: Vec<dffs::Fh> = Vec::new();
+    let mut steps = 0;
+    while !inp.is_empty() && steps < 64 {
+        steps += 1;
+        let op = inp.u8() % 18;
+        match op {
+            0 | 1 => {
+                let p = pick_path(inp);
+                if let Ok((parent, name)) = fs.resolve_parent(&p).map(|(a, b)| (a, b.to_vec())) {
+                    let _ = if op == 0 {
+                        fs.create(parent, &name, 0o644, 0, 0).map(|_| ())
+                    } else {
+                        fs.mkdir(parent, &name, 0o755, 0, 0).map(|_| ())
+                    };
+                }
+            }
+            2 => {
+                let p = pick_path(inp);
+                let flags = if inp.u8() & 1 == 0 {
+                    OpenFlags::RW
+                } else {
+                    OpenFlags::READ
+                };
+                if let Ok(ino) = fs.resolve(&p) {
+                    if let Ok(fh) = fs.open(ino, flags) {
+                        fhs.push(fh);
+                    }
+                }
+            }
+            3 | 4 => {
+                if fhs.is_empty() {
+                    continue;
+                }
+                let fh = fhs[inp.u8() as usize % fhs.len()];
+                let off = inp.u16() as u64 * if inp.u8() & 1 == 0 { 1 } else { 61 };
+                let len = inp.u16() as usize % 5000;
+                if op == 3 {
+                    let _ = fs.write(fh, off, &content(off, len));
+                } else {
+                    let mut buf = vec![0u8; len];
+                    let _ = fs.read(fh, off, &mut buf);
+                }
+            }
+            5 => {
+                if fhs.is_empty() {
+                    continue;
+                }
+                let fh = fhs[inp.u8() as usize % fhs.len()];
+                let _ = fs.truncate(fh, inp.u16() as u64 * 7);
+            }
+            6 => {
+                if let Some(fh) = fhs.pop() {
+                    let _ = fs.close(fh);
+                }
+            }
+            7 | 8 => {
+                let p = pick_path(inp);
+                if let Ok((parent, name)) = fs.resolve_parent(&p).map(|(a, b)| (a, b.to_vec())) {
+                    let _ = if op == 7 {
+                        fs.unlink(parent, &name)
+                    } else {
+                        fs.rmdir(parent, &name)
+                    };
+                }
+            }
+            9 => {
+                let a = pick_path(inp);
+                let b = pick_path(inp);
+                let pa = fs.resolve_parent(&a).map(|(x, n)| (x, n.to_vec()));
+                let pb = fs.resolve_parent(&b).map(|(x, n)| (x, n.to_vec()));
+                if let (Ok((da, na)), Ok((db, nb))) = (pa, pb) {
+                    let _ = fs.rename(da, &na, db, &nb);
+                }
+            }
+            10 => {
+                let p = pick_path(inp);
+                if let Ok((parent, name)) = fs.resolve_parent(&p).map(|(a, b)| (a, b.to_vec())) {
+                    let _ = fs.symlink(parent, &name, b"../target", 0, 0);
+                }
+            }
+            11 => {
+                let d = DIRS[inp.u8() as usize % DIRS.len()];
+                if let Ok(ino) = fs.resolve(d) {
+                    let mut n = 0;
+                    let _ = fs.readdir(ino, 0, &mut |_| {
+                        n += 1;
+                        n < 4096
+                    });
+                }
+            }
+            12 => {
+                let _ = fs.sync();
+            }
+            13 => {
+                let _ = fs.gc_step(inp.u8() as u32);
+            }
+            14 => {
+                let _ = fs.begin_transaction();
+            }
+            15 => {
+                let _ = if inp.u8() & 1 == 0 {
+                    fs.commit_transaction()
+                } else {
+                    fs.abort_transaction()
+                };
+            }
+            16 => {
+                let _ = fs.checkpoint();
+            }
+            _ => {
+                // Remount: cleanly or as after a power cut.
+                fhs.clear();
+                let clean = inp.u8() & 1 == 0;
+                let dev = if clean {
+                    match fs.try_unmount() {
+                        Ok(d) => d,
+                        Err((_, d)) => d,
+                    }
+                } else {
+                    fs.into_flash()
+                };
+                match Fs::mount(dev, Config::smallest()) {
+                    Ok(f) => fs = f,
+                    Err(_) => return,
+                }
+            }
+        }
+    }
+    let _ = walk(&mut fs, &Limits::default());
+    let _ = fs.fsck();
 }
