@@ -112,7 +112,11 @@ fn replay(target: &str, run: fn(&[u8])) {
         eprintln!("replaying {}", p.display());
         let t = Instant::now();
         run(&std::fs::read(&p).unwrap());
-        assert!(t.elapsed() < Duration::from_secs(20), "{}: too slow", p.display());
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{}: too slow",
+            p.display()
+        );
         n += 1;
     }
     assert!(n > 0, "no {target} inputs in {dir}");
@@ -121,4 +125,30 @@ fn replay(target: &str, run: fn(&[u8])) {
 #[test]
 fn fuzz_mount_inputs() {
     replay("mount", fuzz_mount);
+}
+
+#[test]
+fn gc_of_a_data_node_with_a_hostile_first_block() {
+    // A NOR data node whose first block number is near u32::MAX: collecting its erase block
+    // added the block offset to it and overflowed.
+    let base = tiny_base(true, false);
+    let nodes = scan_nodes(base);
+    let data: Vec<_> = nodes.iter().filter(|n| n.typ == NodeType::Data).collect();
+    assert!(!data.is_empty());
+    for n in data.iter().take(6) {
+        let mut dev = base.fresh_copy();
+        dev.data[n.at + 24..n.at + 28].copy_from_slice(&0xFFFF_FFFFu32.to_le_bytes());
+        resign(&mut dev.data, n.at);
+        dev.budget = 2_000_000;
+        let Ok(mut fs) = dffs::Fs::mount(dev, dffs::Config::smallest()) else {
+            continue;
+        };
+        for _ in 0..64 {
+            if fs.gc_step(4096).is_err() {
+                break;
+            }
+        }
+        let _ = walk(&mut fs, &Limits::default());
+        let _ = fs.fsck();
+    }
 }
