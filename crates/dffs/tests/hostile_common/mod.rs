@@ -867,7 +867,12 @@ pub fn build_tiny(geo: Geometry, journal: bool) -> RamFlash {
     must(fs.symlink(d, b"ln", b"sub/small", 0, 0), "symlink");
     let many = mkdir(&mut fs, ROOT_INO, "many");
     for i in 0..24 {
-        put(&mut fs, many, &format!("n{i:02}"), &content(10 + i, i as usize * 7));
+        put(
+            &mut fs,
+            many,
+            &format!("n{i:02}"),
+            &content(10 + i, i as usize * 7),
+        );
     }
     let mut dev = must(fs.unmount(), "unmount");
     if journal {
@@ -944,7 +949,11 @@ pub fn apply_patch(dev: &mut RamFlash, inp: &mut Input<'_>) {
         0 | 1 => {
             for i in 0..len {
                 let b = inp.u8();
-                let v = if op == 0 { b } else { b ^ dev.raw_byte(off + i) };
+                let v = if op == 0 {
+                    b
+                } else {
+                    b ^ dev.raw_byte(off + i)
+                };
                 dev.set_raw_byte(off + i, v);
             }
         }
@@ -981,7 +990,8 @@ pub fn apply_patch(dev: &mut RamFlash, inp: &mut Input<'_>) {
                 at += 8;
             }
             if let Some(at) = found {
-                let nlen = u32::from_le_bytes(dev.data[at + 4..at + 8].try_into().unwrap()) as usize;
+                let nlen =
+                    u32::from_le_bytes(dev.data[at + 4..at + 8].try_into().unwrap()) as usize;
                 if nlen > 28 && at + nlen <= dev.data.len() {
                     let f = at + 24 + (len * 4) % (nlen - 27);
                     dev.data[f..f + 4].copy_from_slice(&value.to_le_bytes());
@@ -1034,7 +1044,9 @@ pub fn fuzz_mount(data: &[u8]) {
 }
 
 const DIRS: [&[u8]; 5] = [b"/", b"/d", b"/d/sub", b"/many", b"/new"];
-const NAMES: [&[u8]; 8] = [b"a", b"small", b"multi", b"n01", b"indexed", b"new", b"ln", b"sub"];
+const NAMES: [&[u8]; 8] = [
+    b"a", b"small", b"multi", b"n01", b"indexed", b"new", b"ln", b"sub",
+];
 
 fn pick_path(inp: &mut Input<'_>) -> Vec<u8> {
     let d = DIRS[inp.u8() as usize % DIRS.len()];
