@@ -714,6 +714,15 @@ fn damaged_images_never_panic_hang_or_lose_intact_files() {
                 }
                 slow.push((t.elapsed(), i));
             }
+            let mut per_image = vec![(0usize, Duration::ZERO); images.len()];
+            for (t, i) in &slow {
+                let e = &mut per_image[cases[*i].image];
+                e.0 += 1;
+                e.1 += *t;
+            }
+            for (img, (n, t)) in images.iter().zip(&per_image) {
+                println!("{}: {n} cases in {:.1} s", img.name, t.as_secs_f64());
+            }
             slow.sort();
             for (t, i) in slow.iter().rev().take(8) {
                 let c = &cases[*i];
