@@ -152,3 +152,8 @@ fn gc_of_a_data_node_with_a_hostile_first_block() {
         let _ = fs.fsck();
     }
 }
+
+#[test]
+fn fuzz_ops_inputs() {
+    replay("ops", fuzz_ops);
+}
