@@ -442,7 +442,14 @@ impl<F: Flash> Fs<F> {
         // Heads as the checkpoint left them; any other block still marked as a head was closed
         // after the table was written.
         for (h, &(b, off)) in cp.heads.iter().enumerate() {
-            if b != u32::MAX && h < p.head_count() {
+            // Only a block the table calls a head, and only once: a forged head in a free
+            // block would get live bytes a free block must never have.
+            let taken = cp.heads[..h].iter().any(|&(hb, _)| hb == b);
+            if b != u32::MAX
+                && h < p.head_count()
+                && !taken
+                && self.st.blocks[b as usize].state() == BlockState::Head
+            {
                 self.st.heads[h].block = b;
                 self.st.heads[h].off = off;
             }
