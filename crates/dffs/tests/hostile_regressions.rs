@@ -157,3 +157,59 @@ fn gc_of_a_data_node_with_a_hostile_first_block() {
 fn fuzz_ops_inputs() {
     replay("ops", fuzz_ops);
 }
+
+// Checkpoint fields of the format parameters and the heads.
+const CP_PAGE_SIZE: usize = 4;
+const CP_PAGES_PER_BLOCK: usize = 20;
+const CP_HEADS: usize = 168;
+
+#[test]
+fn checkpoint_with_a_geometry_whose_block_size_overflows() {
+    // Geometry::validate multiplied page size by pages per block in u32 before any bound.
+    for (off, value) in [
+        (CP_PAGE_SIZE, 0x8000_0000u64),
+        (CP_PAGES_PER_BLOCK, 0x8000_0000),
+        (CP_PAGES_PER_BLOCK, 0x0100_0000),
+    ] {
+        for nor in [false, true] {
+            let mut dev = tiny_base(nor, false).fresh_copy();
+            forge_checkpoint(&mut dev, off, 4, value);
+            survives(dev, Duration::from_secs(10));
+        }
+    }
+}
+
+#[test]
+fn checkpoint_naming_a_free_block_as_a_head() {
+    // Mount took any block the checkpoint named as an open head; writing there gave a free
+    // block live bytes, and the next checkpoint's accounting check panicked.
+    for nor in [false, true] {
+        let base = tiny_base(nor, false);
+        for h in 0..7 {
+            for b in 0..base.geo.blocks {
+                let mut dev = base.fresh_copy();
+                forge_checkpoint(&mut dev, CP_HEADS + 8 * h, 4, b as u64);
+                survives(dev, Duration::from_secs(10));
+            }
+        }
+    }
+}
+
+#[test]
+fn file_pointers_near_u32_max_in_inodes_and_index_nodes() {
+    // A NOR read run added the block stride to a data address taken from an inode or index
+    // node without checking it, and overflowed for 0xFFFFFFFE.
+    let base = tiny_base(true, true);
+    for n in scan_nodes(base)
+        .iter()
+        .filter(|n| matches!(n.typ, NodeType::Inode | NodeType::Index))
+    {
+        for off in (0..n.len - 24).step_by(4) {
+            let mut dev = base.fresh_copy();
+            let at = n.at + 24 + off;
+            dev.data[at..at + 4].copy_from_slice(&0xFFFF_FFFEu32.to_le_bytes());
+            resign(&mut dev.data, n.at);
+            survives(dev, Duration::from_secs(10));
+        }
+    }
+}
