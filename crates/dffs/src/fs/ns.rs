@@ -204,7 +204,7 @@ impl<F: Flash> Fs<F> {
                     uid: r.attrs.uid,
                     gid: r.attrs.gid,
                     size,
-                    nlink: 2 + r.subdirs,
+                    nlink: r.subdirs.saturating_add(2),
                     atime: r.attrs.atime,
                     mtime: r.attrs.mtime,
                     ctime: r.attrs.ctime,
