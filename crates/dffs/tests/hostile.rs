@@ -584,6 +584,12 @@ fn check_case(img: &Image, nodes: &[FoundNode], case: &Case, stats: &Stats) -> O
             ];
             if !clean.contains(&e) {
                 stats.other_err.fetch_add(1, Ordering::Relaxed);
+                *stats
+                    .unusual
+                    .lock()
+                    .unwrap()
+                    .entry(format!("{e:?}"))
+                    .or_default() += 1;
             }
         }
         Ok((w, fsck_clean)) => {
@@ -645,6 +651,7 @@ struct Stats {
     other_err: AtomicUsize,
     walk_err: AtomicUsize,
     fsck_dirty: AtomicUsize,
+    unusual: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
 }
 
 fn env_num(name: &str) -> Option<u64> {
@@ -757,7 +764,7 @@ fn damaged_images_never_panic_hang_or_lose_intact_files() {
     let s = &stats;
     println!(
         "{total} cases in {:.1} s (images built in {:.1} s): mounted {} (walk errors in {}, fsck \
-         found damage in {}), mount refused {} ({} with an unusual error)",
+         found damage in {}), mount refused {} ({} with an unusual error: {:?})",
         started.elapsed().as_secs_f64(),
         built.as_secs_f64(),
         s.mounted.load(Ordering::Relaxed),
@@ -765,6 +772,7 @@ fn damaged_images_never_panic_hang_or_lose_intact_files() {
         s.fsck_dirty.load(Ordering::Relaxed),
         s.mount_err.load(Ordering::Relaxed),
         s.other_err.load(Ordering::Relaxed),
+        s.unusual.lock().unwrap(),
     );
     if !failures.is_empty() {
         for f in failures.iter().take(30) {

@@ -213,3 +213,25 @@ fn file_pointers_near_u32_max_in_inodes_and_index_nodes() {
         }
     }
 }
+
+#[test]
+fn directory_with_a_huge_subdirectory_count() {
+    // stat computed nlink as 2 + subdirs and mkdir added one to it, both overflowing for a
+    // re-signed directory page with subdirs = u32::MAX (body offsets 52 and 56: subdirs,
+    // entries).
+    for nor in [false, true] {
+        let base = tiny_base(nor, true);
+        for n in scan_nodes(base)
+            .iter()
+            .filter(|n| n.typ == NodeType::DirRoot)
+        {
+            for off in [52, 56] {
+                let mut dev = base.fresh_copy();
+                let at = n.at + 24 + off;
+                dev.data[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+                resign(&mut dev.data, n.at);
+                survives(dev, Duration::from_secs(10));
+            }
+        }
+    }
+}
