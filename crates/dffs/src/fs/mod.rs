@@ -546,7 +546,7 @@ impl<F: Flash> Fs<F> {
         if !any {
             return Ok(self.journal_garbage);
         }
-        self.next_tid = self.next_tid.max(max_tid + 1);
+        self.next_tid = self.next_tid.max(max_tid.saturating_add(1));
         committed.sort_unstable();
         // Pass 2: apply.
         self.replaying = true;
