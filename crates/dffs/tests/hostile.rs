@@ -11,9 +11,10 @@
 //! budget running out), a watchdog thread (a hang that does not touch flash) and a counting
 //! global allocator that refuses to hold more than 256 MiB.
 //!
-//! Default: about 4100 cases (~25 s). Longer campaign: `DFFS_HOSTILE_CASES=50000 cargo test --release
-//! -p dffs --test hostile` (the number scales the sampled cases; the seed comes from
-//! `DFFS_HOSTILE_SEED`).
+//! Default: about 4100 cases (~25 s). Longer campaign (stay in the test profile: it keeps
+//! overflow checks and the debug consistency checks):
+//! `DFFS_HOSTILE_CASES=80000 DFFS_HOSTILE_SEED=23 cargo test -p dffs --test hostile -- --nocapture`
+//! (the number scales the sampled cases; the seed changes the sample). See docs/FUZZING.md.
 
 mod hostile_common;
 
