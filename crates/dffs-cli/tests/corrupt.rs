@@ -290,3 +290,97 @@ fn a_destroyed_inode_is_an_error_not_a_missing_file() {
         r.out()
     );
 }
+
+/// `unpack` and `fsck` on a damaged image: either success, or exit 1 (4 for fsck's "found
+/// damage") with every stderr line a clean `dffs: ` line and no panic; a mount failure is one
+/// line. Returns whether unpack failed.
+fn unpack_and_fsck(img: &Path, out: &Path, what: &str) -> bool {
+    let _ = fs::remove_dir_all(out);
+    let r = dffs(&["unpack", s(img), s(out), "-q"]);
+    assert_no_panic(&r.stderr);
+    assert!(
+        r.code == 0 || r.code == 1,
+        "{what}: unpack exit {} ({})",
+        r.code,
+        r.stderr
+    );
+    for line in r.stderr.lines() {
+        assert!(line.starts_with("dffs: "), "{what}: unpack said {line:?}");
+    }
+    if r.stderr.contains("cannot mount") || r.stderr.contains("no DFFS file system") {
+        assert_one_error_line(&r.stderr);
+    }
+    let f = dffs(&["fsck", s(img)]);
+    assert_no_panic(&f.stderr);
+    assert!(
+        [0, 1, 4].contains(&f.code),
+        "{what}: fsck exit {} ({})",
+        f.code,
+        f.stderr
+    );
+    if f.code == 1 {
+        assert_one_error_line(&f.stderr);
+    }
+    r.code != 0
+}
+
+#[test]
+fn unpack_and_fsck_fail_cleanly_on_hostile_images() {
+    let t = tempfile::tempdir().unwrap();
+    let img = small_image(t.path());
+    let out = t.path().join("out");
+    let clean = fs::read(&img).unwrap();
+    let pages = used_pages(&clean);
+    let mut rng = 0x5EED_u64;
+    let mut next = move || {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        rng >> 33
+    };
+    let mut variants: Vec<(String, Vec<u8>)> = Vec::new();
+    // Random bytes over one page, and over many; pages swapped; the spare area garbled.
+    for (i, &p) in pages.iter().enumerate().step_by(3) {
+        let mut b = clean.clone();
+        let at = p * RAW_PAGE;
+        let n = if i % 2 == 0 { 2048 } else { RAW_PAGE };
+        for x in &mut b[at..at + n] {
+            *x = next() as u8;
+        }
+        variants.push((format!("page {p} random"), b));
+    }
+    for k in 0..4 {
+        let mut b = clean.clone();
+        let picked: Vec<usize> = pages.iter().copied().filter(|_| next() % 3 == 0).collect();
+        for p in picked {
+            let q = pages[next() as usize % pages.len()];
+            if k % 2 == 0 {
+                let (x, y) = (p.min(q), p.max(q));
+                if x != y {
+                    let (lo, hi) = b.split_at_mut(y * RAW_PAGE);
+                    lo[x * RAW_PAGE..(x + 1) * RAW_PAGE].swap_with_slice(&mut hi[..RAW_PAGE]);
+                }
+            } else {
+                for x in &mut b[p * RAW_PAGE + 2048..(p + 1) * RAW_PAGE] {
+                    *x = next() as u8;
+                }
+            }
+        }
+        variants.push((format!("pages swapped or spare garbled ({k})"), b));
+    }
+    let mut random = clean.clone();
+    for x in random.iter_mut() {
+        *x = next() as u8;
+    }
+    variants.push(("random image".into(), random));
+    let mut failed = 0;
+    for (what, bytes) in &variants {
+        fs::write(&img, bytes).unwrap();
+        failed += unpack_and_fsck(&img, &out, what) as usize;
+    }
+    println!(
+        "{} damaged images, unpack failed cleanly on {failed}",
+        variants.len()
+    );
+    assert!(failed > 0, "no damage was ever noticed");
+}

@@ -119,6 +119,68 @@ fn parse_wal(b: &[u8]) -> Option<(u32, WalPages<'_>)> {
     Some((page_bytes, pages))
 }
 
+/// A session's hold on its image file: an exclusive `flock` for a read-write session (shared
+/// for a read-only one), from before the image is opened until after it is saved, so that a
+/// session started right after `umount` waits for the previous one to finish saving.
+pub struct ImageLock {
+    _file: File,
+}
+
+impl ImageLock {
+    /// Locks the image at `path`, waiting up to `wait` for another session to let go.
+    pub fn acquire(
+        path: &Path,
+        exclusive: bool,
+        wait: std::time::Duration,
+    ) -> io::Result<ImageLock> {
+        use std::os::fd::AsRawFd;
+        let file = OpenOptions::new().read(true).open(path)?;
+        let op = if exclusive {
+            libc::LOCK_EX
+        } else {
+            libc::LOCK_SH
+        };
+        let start = std::time::Instant::now();
+        loop {
+            // SAFETY: flock on a descriptor we own has no memory effects.
+            if unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
+                return Ok(ImageLock { _file: file });
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(e);
+            }
+            if start.elapsed() >= wait {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "the image is in use by another dffs mount session",
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// Saves `sim`'s sidecar next to the image at `path` whose pages already hold `sim`'s
+/// contents (after a final [`ImageFlash::persist`]): the image file keeps its inode (and so
+/// the session's lock on it); only the sidecar is replaced, atomically.
+pub fn save_sidecar(sim: &SimFlash, path: &Path) -> Result<(), String> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(
+        ".{}.dffs-final-{}",
+        name.unwrap_or_default(),
+        std::process::id()
+    ));
+    let side = dffs_sim::sidecar_path(path);
+    let r = sim.save(&tmp).map_err(|e| e.to_string()).and_then(|()| {
+        std::fs::rename(dffs_sim::sidecar_path(&tmp), &side)
+            .map_err(|e| format!("{}: {e}", side.display()))
+    });
+    let _ = std::fs::remove_file(&tmp);
+    let _ = std::fs::remove_file(dffs_sim::sidecar_path(&tmp));
+    r
+}
+
 /// A simulated device that writes its changed pages through to its image file on
 /// [`ImageFlash::persist`].
 pub struct ImageFlash {

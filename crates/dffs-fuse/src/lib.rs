@@ -19,7 +19,7 @@ pub mod ops;
 pub mod session;
 
 pub use config::MountOptions;
-pub use image::{recover, wal_path, ImageFlash};
+pub use image::{recover, save_sidecar, wal_path, ImageFlash, ImageLock};
 pub use session::{is_root, lazy_unmount, Background, Session};
 
 /// Whether this machine can mount FUSE file systems here: `Err` with the reason when not

@@ -16,7 +16,7 @@ use dffs_sim::{SimFlash, Stats};
 use fuser::{MountOption, SessionACL};
 
 use crate::config::{mount_config, MountOptions};
-use crate::image::ImageFlash;
+use crate::image::{save_sidecar, ImageFlash, ImageLock};
 use crate::ops::{lock, DffsFuse, MountedFs, Shared};
 
 /// A file system mounted on an image, ready to be served.
@@ -25,6 +25,7 @@ pub struct Session {
     image: PathBuf,
     read_only: bool,
     base: Stats,
+    lock: Option<ImageLock>,
 }
 
 impl Session {
@@ -60,7 +61,14 @@ impl Session {
             image: image.to_path_buf(),
             read_only: opts.read_only,
             base,
+            lock: None,
         })
+    }
+
+    /// Keeps `lock` (taken before the image was opened) until the session has saved the
+    /// image.
+    pub fn hold(&mut self, lock: ImageLock) {
+        self.lock = Some(lock);
     }
 
     /// The FUSE operations of this session.
@@ -111,14 +119,22 @@ impl Session {
             Ok(flash) => (flash, Ok(())),
             Err((e, flash)) => (flash, Err(e)),
         };
-        let sim = flash.into_sim();
-        let stats = sim.stats().since(&self.base);
+        let mut flash = flash;
+        let stats = flash.sim().stats().since(&self.base);
         if !self.read_only {
             // Saved even when the library could not unmount cleanly: the image is then as
-            // after a power cut, and everything synced is in it.
-            sim.save(path).map_err(|e| e.to_string())?;
+            // after a power cut, and everything synced is in it. The pages go in place (the
+            // image keeps its inode and our lock), then the sidecar; if writing in place
+            // fails, the whole image is saved anew.
+            let in_place = flash.persist().map_err(|e| e.to_string());
+            let sim = flash.into_sim();
+            match in_place {
+                Ok(()) => save_sidecar(&sim, path)?,
+                Err(_) => sim.save(path).map_err(|e| e.to_string())?,
+            }
             ImageFlash::forget_wal(path);
         }
+        drop(self.lock);
         if let Err(e) = unmounted {
             return Err(format!(
                 "{}: cannot unmount cleanly: {e} (the image was saved as after a power cut)",

@@ -170,6 +170,8 @@ impl Checkpoint {
             || !map_ok
             || ino_hint == 0
             || ino_high < 2
+            // Every inode below the highest in use had an 8-byte map entry on this device.
+            || ino_high as u64 > params.geometry.capacity() / 8
             || heads
                 .iter()
                 .any(|&(b, o)| b != u32::MAX && (b >= blocks || o > params.geometry.block_size()))

@@ -832,9 +832,9 @@ impl Dirs {
         self.cache[ri].dirty = true;
         let nb = match &mut self.cache[ri].item {
             Item::Root(r) => {
-                r.entries += 1;
+                r.entries = r.entries.saturating_add(1);
                 if s.is_dir() {
-                    r.subdirs += 1;
+                    r.subdirs = r.subdirs.saturating_add(1);
                 }
                 if r.nbuckets == 0 {
                     let cap = r.embedded.len() as u64;

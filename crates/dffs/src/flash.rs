@@ -106,6 +106,9 @@ impl Geometry {
         if self.oob_free_offset.saturating_add(self.oob_free_len) > self.oob_size {
             return Err("free OOB region lies outside the OOB area");
         }
+        if self.page_size as u64 * self.pages_per_block as u64 > u32::MAX as u64 {
+            return Err("erase blocks larger than 4 GiB are not supported");
+        }
         if self.capacity() > (1u64 << 36) {
             return Err("devices larger than 64 GiB are not supported");
         }

@@ -268,7 +268,9 @@ impl Params {
     pub fn check(&self) -> Result<()> {
         let g = &self.geometry;
         g.validate().map_err(|_| Error::Corrupt)?;
-        let unit = 1u32 << self.addr_shift;
+        // The range check below short-circuits before `unit` is used; a hostile shift must not
+        // overflow here first.
+        let unit = 1u32 << self.addr_shift.min(8);
         let ok = self.addr_shift >= 3
             && self.addr_shift <= 8
             && ((g.capacity() - 1) >> self.addr_shift) <= Addr::MAX as u64
@@ -291,7 +293,7 @@ impl Params {
             && self.direct_ptrs <= 64
             && self.compression <= 2
             && self.gc_reserve >= 2
-            && self.gc_reserve + self.bad_reserve + 4 <= g.blocks;
+            && self.gc_reserve as u64 + self.bad_reserve as u64 + 4 <= g.blocks as u64;
         if !ok {
             return Err(Error::Corrupt);
         }

@@ -147,7 +147,7 @@ impl InodeMap {
     }
 
     /// Inode numbers the current depth can hold.
-    fn capacity(&self) -> u64 {
+    pub(crate) fn capacity(&self) -> u64 {
         if self.depth == 0 {
             0
         } else {

@@ -104,9 +104,12 @@ impl BlockInfo {
     pub fn decode(r: &mut Reader<'_>, block_size: u32) -> Result<BlockInfo> {
         let (ec, live, info) = (r.u32()?, r.u32()?, r.u32()?);
         let b = BlockInfo { ec, live, info };
-        if BlockState::from_u8((info & 0xF) as u8).is_none()
+        let state = BlockState::from_u8((info & 0xF) as u8);
+        if state.is_none()
             || LogKind::from_u8(((info >> 4) & 0xF) as u8).is_none()
             || live > block_size
+            // A free block holds nothing live (an invariant every checkpoint keeps).
+            || (matches!(state, Some(BlockState::Free | BlockState::Erased)) && live != 0)
         {
             return Err(Error::Corrupt);
         }

@@ -74,6 +74,16 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     if !args.foreground {
         return start_in_background(args, out);
     }
+    // A session that was just unmounted may still be saving this image: wait for it (the
+    // lock is held until this session has saved the image in turn).
+    let lock = if args.image.is_file() {
+        Some(
+            dffs_fuse::ImageLock::acquire(&args.image, !args.ro, Duration::from_secs(60))
+                .map_err(|e| CliError::local(&args.image, &e))?,
+        )
+    } else {
+        None
+    };
     if !args.ro {
         // A session killed in the middle of a sync point left its pages in the WAL.
         let applied = dffs_fuse::recover(&args.image)
@@ -91,7 +101,10 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         sync: args.sync,
         cache_bytes,
     };
-    let session = Session::mount(sim, &args.image, &opts).map_err(CliError::msg)?;
+    let mut session = Session::mount(sim, &args.image, &opts).map_err(CliError::msg)?;
+    if let Some(lock) = lock {
+        session.hold(lock);
+    }
     let image = args.image.clone();
     let json = args.stats.clone();
     let stats = session

@@ -265,7 +265,9 @@ impl<F: Flash> Fs<F> {
             }
         }
         // Every inode map entry must have been reached.
-        let high = self.map.high;
+        // Inode numbers beyond what the map can hold are free: a hostile `ino_high` must not
+        // turn this into billions of lookups.
+        let high = (self.map.high as u64).min(self.map.capacity()) as u32;
         let orphans: BTreeSet<Ino> = self
             .inos
             .iter()

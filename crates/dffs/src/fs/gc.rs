@@ -811,7 +811,7 @@ impl<F: Flash> Fs<F> {
         let plen = r.u32()?;
         let ino = u32::from_le_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
         let bs = p.data_block;
-        if count == 0 || count > 4096 || plen != count * bs {
+        if count == 0 || count > 4096 || plen != count * bs || first.checked_add(count).is_none() {
             return Ok(p.align(DATA_HEADER));
         }
         let total = p.align(DATA_HEADER + plen);

@@ -588,6 +588,9 @@ impl<F: Flash> Fs<F> {
             self.read_data(first, ino, b, &mut dst[..bs])?;
             return Ok(bs);
         }
+        if !p.addr_valid(first) {
+            return Err(Error::Corrupt);
+        }
         // NOR: extend the run while the next block follows contiguously and is not cached.
         let stride = Index::<F>::stride(&p);
         let mut count = 1usize;
@@ -598,7 +601,7 @@ impl<F: Flash> Fs<F> {
             }
             match self.block_src(ino, node, nb)? {
                 Src::At(a)
-                    if a.0 == first.0 + count as u32 * stride
+                    if Some(a.0) == first.0.checked_add(count as u32 * stride)
                         && p.block_of(a) == p.block_of(first) =>
                 {
                     count += 1

@@ -467,7 +467,14 @@ impl<F: Flash> Fs<F> {
         // Heads as the checkpoint left them; any other block still marked as a head was closed
         // after the table was written.
         for (h, &(b, off)) in cp.heads.iter().enumerate() {
-            if b != u32::MAX && h < p.head_count() {
+            // Only a block the table calls a head, and only once: a forged head in a free
+            // block would get live bytes a free block must never have.
+            let taken = cp.heads[..h].iter().any(|&(hb, _)| hb == b);
+            if b != u32::MAX
+                && h < p.head_count()
+                && !taken
+                && self.st.blocks[b as usize].state() == BlockState::Head
+            {
                 self.st.heads[h].block = b;
                 self.st.heads[h].off = off;
             }
@@ -570,7 +577,7 @@ impl<F: Flash> Fs<F> {
         if !any {
             return Ok(self.journal_garbage);
         }
-        self.next_tid = self.next_tid.max(max_tid + 1);
+        self.next_tid = self.next_tid.max(max_tid.saturating_add(1));
         committed.sort_unstable();
         // Pass 2: apply.
         self.replaying = true;
@@ -1581,7 +1588,7 @@ impl<F: Flash> Fs<F> {
             block_size: self.st.p.data_block,
             blocks: usable / bs,
             blocks_free: free / bs,
-            files: (self.nfiles + self.ndirs) as u64,
+            files: self.nfiles as u64 + self.ndirs as u64,
             files_free: (u32::MAX as u64).saturating_sub(entries).min(free / 64),
             name_max: crate::layout::NAME_MAX as u32,
         })

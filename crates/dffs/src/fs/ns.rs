@@ -219,7 +219,7 @@ impl<F: Flash> Fs<F> {
                     uid: r.attrs.uid,
                     gid: r.attrs.gid,
                     size,
-                    nlink: 2 + r.subdirs,
+                    nlink: r.subdirs.saturating_add(2),
                     atime: r.attrs.atime,
                     mtime: r.attrs.mtime,
                     ctime: r.attrs.ctime,
@@ -938,7 +938,7 @@ impl<F: Flash> Fs<F> {
                         *parent,
                         Slot { ptr: ino, key },
                     )?;
-                    self.ndirs += 1;
+                    self.ndirs = self.ndirs.saturating_add(1);
                 } else {
                     self.map.set(
                         &mut self.st,
@@ -972,7 +972,7 @@ impl<F: Flash> Fs<F> {
                             key,
                         },
                     )?;
-                    self.nfiles += 1;
+                    self.nfiles = self.nfiles.saturating_add(1);
                 }
                 self.touch_dir(*parent, attrs.ctime)
             }

@@ -1,0 +1,1220 @@
+//! Shared by the hostile-input tests (`tests/hostile.rs`, `tests/hostile_regressions.rs`) and
+//! the cargo-fuzz targets (`fuzz/`): a RAM flash device whose every byte (data and spare) can
+//! be damaged, small images with every kind of structure, a node scanner that can re-sign a
+//! node after changing its body (so corruptions get past the CRC into the decoders), and a
+//! bounded walk of a mounted file system.
+//!
+//! Everything here is deterministic: the same seed gives the same images and corruptions.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use dffs::codec::crc32c_parts;
+use dffs::node::{NodeType, OobTag, NODE_MAGIC, OOB_TAG_LEN, TAG_DATA};
+use dffs::{
+    Config, EccStatus, Error, FileKind, Flash, FlashError, FlashKind, FormatOptions, Fs, Geometry,
+    OpenFlags, ROOT_INO,
+};
+
+// ----- device -------------------------------------------------------------------------------
+
+/// Panic message of a device whose operation budget ran out (a hang, for the tests).
+pub const BUDGET_PANIC: &str = "hostile: flash operation budget exhausted (hang?)";
+
+/// A RAM flash device: data areas, the free spare bytes, bad-block marks and pages that read as
+/// uncorrectable, all open to the tests. Programs AND bits in (never fail on non-erased bytes),
+/// so a damaged image never turns into a device error that hides the file system's handling.
+#[derive(Clone)]
+pub struct RamFlash {
+    /// Geometry.
+    pub geo: Geometry,
+    /// Data areas of all pages, page after page.
+    pub data: Vec<u8>,
+    /// Free spare bytes of all pages (`oob_free_len` per page; empty on NOR).
+    pub oob: Vec<u8>,
+    /// Bad-block marks.
+    pub bad: Vec<bool>,
+    /// Pages whose reads report an uncorrectable ECC error.
+    pub uncorrectable: BTreeSet<u32>,
+    /// Operations so far (reads, programs, erases).
+    pub ops: u64,
+    /// Operations allowed before the device panics with [`BUDGET_PANIC`] (0: no limit).
+    pub budget: u64,
+    /// Programs and erases so far.
+    pub writes: u64,
+    /// Cut power at this program/erase number (the operation is done in part).
+    pub cut_at: Option<u64>,
+    /// Power is off.
+    pub off: bool,
+}
+
+impl RamFlash {
+    /// An erased device.
+    pub fn new(geo: Geometry) -> RamFlash {
+        let pages = geo.total_pages() as usize;
+        RamFlash {
+            geo,
+            data: vec![0xFF; pages * geo.page_size as usize],
+            oob: vec![0xFF; pages * geo.oob_free_len as usize],
+            bad: vec![false; geo.blocks as usize],
+            uncorrectable: BTreeSet::new(),
+            ops: 0,
+            budget: 0,
+            writes: 0,
+            cut_at: None,
+            off: false,
+        }
+    }
+
+    /// A fresh copy of the contents, with counters reset and power on.
+    pub fn fresh_copy(&self) -> RamFlash {
+        let mut f = self.clone();
+        f.ops = 0;
+        f.writes = 0;
+        f.cut_at = None;
+        f.off = false;
+        f
+    }
+
+    /// Bytes of one page's data area.
+    pub fn page_size(&self) -> usize {
+        self.geo.page_size as usize
+    }
+
+    /// Free spare bytes per page.
+    pub fn oob_len(&self) -> usize {
+        self.geo.oob_free_len as usize
+    }
+
+    /// The data area of `page`.
+    pub fn page(&self, page: u32) -> &[u8] {
+        let ps = self.page_size();
+        &self.data[page as usize * ps..(page as usize + 1) * ps]
+    }
+
+    /// The data area of `page`, writable.
+    pub fn page_mut(&mut self, page: u32) -> &mut [u8] {
+        let ps = self.page_size();
+        &mut self.data[page as usize * ps..(page as usize + 1) * ps]
+    }
+
+    /// The free spare bytes of `page`.
+    pub fn oob_of(&self, page: u32) -> &[u8] {
+        let n = self.oob_len();
+        &self.oob[page as usize * n..(page as usize + 1) * n]
+    }
+
+    /// The free spare bytes of `page`, writable.
+    pub fn oob_mut(&mut self, page: u32) -> &mut [u8] {
+        let n = self.oob_len();
+        &mut self.oob[page as usize * n..(page as usize + 1) * n]
+    }
+
+    /// Whether `page` was ever programmed (data or spare not all erased).
+    pub fn page_used(&self, page: u32) -> bool {
+        self.page(page).iter().any(|&b| b != 0xFF) || self.oob_of(page).iter().any(|&b| b != 0xFF)
+    }
+
+    /// Pages that hold something.
+    pub fn used_pages(&self) -> Vec<u32> {
+        (0..self.geo.total_pages())
+            .filter(|&p| self.page_used(p))
+            .collect()
+    }
+
+    /// Loads a raw image: data areas in page order, then (NAND) the free spare bytes of every
+    /// page; short input is padded with erased bytes, extra input ignored.
+    pub fn load_raw(&mut self, bytes: &[u8]) {
+        let n = bytes.len().min(self.data.len());
+        self.data[..n].copy_from_slice(&bytes[..n]);
+        let rest = &bytes[n..];
+        let m = rest.len().min(self.oob.len());
+        self.oob[..m].copy_from_slice(&rest[..m]);
+    }
+
+    /// The raw image [`RamFlash::load_raw`] reads.
+    pub fn raw(&self) -> Vec<u8> {
+        let mut v = self.data.clone();
+        v.extend_from_slice(&self.oob);
+        v
+    }
+
+    /// Byte `i` (modulo the size) of the raw image [`RamFlash::raw`] gives.
+    pub fn raw_byte(&self, i: usize) -> u8 {
+        let i = i % (self.data.len() + self.oob.len());
+        if i < self.data.len() {
+            self.data[i]
+        } else {
+            self.oob[i - self.data.len()]
+        }
+    }
+
+    /// Sets byte `i` (modulo the size) of the raw image.
+    pub fn set_raw_byte(&mut self, i: usize, v: u8) {
+        let i = i % (self.data.len() + self.oob.len());
+        if i < self.data.len() {
+            self.data[i] = v;
+        } else {
+            let n = self.data.len();
+            self.oob[i - n] = v;
+        }
+    }
+
+    fn tick(&mut self) {
+        self.ops += 1;
+        if self.budget != 0 && self.ops > self.budget {
+            panic!("{BUDGET_PANIC}");
+        }
+    }
+
+    /// Counts a program or erase; true when power is cut at this one.
+    fn write_op(&mut self) -> Result<bool, FlashError> {
+        if self.off {
+            return Err(FlashError::PowerLoss);
+        }
+        self.writes += 1;
+        if self.cut_at == Some(self.writes) {
+            self.off = true;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+impl Flash for RamFlash {
+    fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    fn read(
+        &mut self,
+        page: u32,
+        offset: u32,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<EccStatus, FlashError> {
+        self.tick();
+        if self.off {
+            return Err(FlashError::PowerLoss);
+        }
+        let g = self.geo;
+        if page >= g.total_pages() || oob.len() > g.oob_free_len as usize {
+            return Err(FlashError::OutOfRange);
+        }
+        let start = page as u64 * g.page_size as u64 + offset as u64;
+        let end = start + data.len() as u64;
+        let limit = match g.kind {
+            FlashKind::Nand => (page as u64 + 1) * g.page_size as u64,
+            FlashKind::Nor => self.data.len() as u64,
+        };
+        if offset > g.page_size || end > limit {
+            return Err(FlashError::OutOfRange);
+        }
+        data.copy_from_slice(&self.data[start as usize..end as usize]);
+        if !oob.is_empty() {
+            let o = page as usize * g.oob_free_len as usize;
+            oob.copy_from_slice(&self.oob[o..o + oob.len()]);
+        }
+        let last = if data.is_empty() {
+            page
+        } else {
+            ((end - 1) / g.page_size as u64) as u32
+        };
+        if self.uncorrectable.range(page..=last).next().is_some() {
+            return Ok(EccStatus::Uncorrectable);
+        }
+        Ok(EccStatus::Clean)
+    }
+
+    fn program(
+        &mut self,
+        page: u32,
+        offset: u32,
+        data: &[u8],
+        oob: &[u8],
+    ) -> Result<(), FlashError> {
+        self.tick();
+        let g = self.geo;
+        if page >= g.total_pages()
+            || oob.len() > g.oob_free_len as usize
+            || offset as u64 + data.len() as u64 > g.page_size as u64
+        {
+            return Err(FlashError::OutOfRange);
+        }
+        let cut = self.write_op()?;
+        let keep = if cut { data.len() / 2 } else { data.len() };
+        let start = page as usize * g.page_size as usize + offset as usize;
+        for (d, s) in self.data[start..start + keep].iter_mut().zip(data) {
+            *d &= *s;
+        }
+        if !cut {
+            let o = page as usize * g.oob_free_len as usize;
+            for (d, s) in self.oob[o..o + oob.len()].iter_mut().zip(oob) {
+                *d &= *s;
+            }
+            Ok(())
+        } else {
+            Err(FlashError::PowerLoss)
+        }
+    }
+
+    fn erase(&mut self, block: u32) -> Result<(), FlashError> {
+        self.tick();
+        let g = self.geo;
+        if block >= g.blocks {
+            return Err(FlashError::OutOfRange);
+        }
+        let cut = self.write_op()?;
+        let bs = g.block_size() as usize;
+        let span = if cut { bs / 2 } else { bs };
+        self.data[block as usize * bs..block as usize * bs + span].fill(0xFF);
+        let ob = g.pages_per_block as usize * g.oob_free_len as usize;
+        self.oob[block as usize * ob..(block as usize + 1) * ob].fill(0xFF);
+        let first = g.first_page(block);
+        let pages: Vec<u32> = self
+            .uncorrectable
+            .range(first..first + g.pages_per_block)
+            .copied()
+            .collect();
+        for p in pages {
+            self.uncorrectable.remove(&p);
+        }
+        if cut {
+            Err(FlashError::PowerLoss)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn is_bad(&mut self, block: u32) -> Result<bool, FlashError> {
+        self.tick();
+        if block >= self.geo.blocks {
+            return Err(FlashError::OutOfRange);
+        }
+        Ok(self.geo.kind == FlashKind::Nand && self.bad[block as usize])
+    }
+
+    fn mark_bad(&mut self, block: u32) -> Result<(), FlashError> {
+        self.tick();
+        if self.geo.kind == FlashKind::Nor {
+            return Err(FlashError::Device);
+        }
+        if block >= self.geo.blocks {
+            return Err(FlashError::OutOfRange);
+        }
+        self.bad[block as usize] = true;
+        Ok(())
+    }
+}
+
+// ----- geometries ---------------------------------------------------------------------------
+
+/// SLC NAND as the `nand-slc-128m` preset (2 KiB pages, 64 pages per block), cut to `blocks`.
+pub fn nand_geometry(blocks: u32) -> Geometry {
+    Geometry {
+        kind: FlashKind::Nand,
+        page_size: 2048,
+        oob_size: 64,
+        oob_free_offset: 2,
+        oob_free_len: 38,
+        pages_per_block: 64,
+        blocks,
+        program_unit: 512,
+        nop: 4,
+        in_order: false,
+        ecc_strength: 1,
+        ecc_step: 512,
+    }
+}
+
+/// Serial NOR as the `nor-qspi-16m` preset with 4 KiB erase sectors, cut to `blocks`.
+pub fn nor_geometry(blocks: u32) -> Geometry {
+    Geometry {
+        kind: FlashKind::Nor,
+        page_size: 256,
+        oob_size: 0,
+        oob_free_offset: 0,
+        oob_free_len: 0,
+        pages_per_block: 16,
+        blocks,
+        program_unit: 1,
+        nop: 0,
+        in_order: false,
+        ecc_strength: 0,
+        ecc_step: 256,
+    }
+}
+
+/// The smallest NAND the fuzz targets use: 512-byte pages, 16 per block.
+pub fn tiny_nand_geometry() -> Geometry {
+    Geometry {
+        kind: FlashKind::Nand,
+        page_size: 512,
+        oob_size: 32,
+        oob_free_offset: 2,
+        oob_free_len: 24,
+        pages_per_block: 16,
+        blocks: 20,
+        program_unit: 512,
+        nop: 1,
+        in_order: false,
+        ecc_strength: 1,
+        ecc_step: 512,
+    }
+}
+
+/// The smallest NOR the fuzz targets use: 256-byte program pages, 2 KiB erase blocks.
+pub fn tiny_nor_geometry() -> Geometry {
+    Geometry {
+        pages_per_block: 8,
+        blocks: 32,
+        ..nor_geometry(32)
+    }
+}
+
+// ----- deterministic randomness -------------------------------------------------------------
+
+/// SplitMix64.
+#[derive(Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+    /// Fills `buf` with random bytes.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for c in buf.chunks_mut(8) {
+            let v = self.next().to_le_bytes();
+            c.copy_from_slice(&v[..c.len()]);
+        }
+    }
+}
+
+/// Deterministic file content.
+pub fn content(seed: u64, len: usize) -> Vec<u8> {
+    let mut r = Rng(seed.wrapping_mul(0x1234_5678_9ABC_DEF1) ^ len as u64);
+    let mut v = vec![0u8; len];
+    r.fill(&mut v);
+    // Mostly text-like bytes with runs, so some pages compress and some do not.
+    for (i, b) in v.iter_mut().enumerate() {
+        if (i / 512) % 3 == 1 {
+            *b = b'a' + (*b % 26);
+        }
+    }
+    v
+}
+
+// ----- images -------------------------------------------------------------------------------
+
+/// A test image and what a full walk of it gives before any damage.
+pub struct Image {
+    /// Name, for messages.
+    pub name: &'static str,
+    /// The device.
+    pub dev: RamFlash,
+    /// What the walk of the undamaged image found.
+    pub reference: Walk,
+}
+
+fn must<T>(r: Result<T, Error>, what: &str) -> T {
+    r.unwrap_or_else(|e| panic!("building image: {what}: {e:?}"))
+}
+
+fn put<F: Flash>(fs: &mut Fs<F>, parent: u32, name: &str, data: &[u8]) -> u32 {
+    let st = must(fs.create(parent, name.as_bytes(), 0o644, 0, 0), name);
+    let fh = must(fs.open(st.ino, OpenFlags::RW), name);
+    let mut off = 0;
+    for chunk in data.chunks(16 * 1024) {
+        must(fs.write(fh, off, chunk), name);
+        off += chunk.len() as u64;
+    }
+    must(fs.close(fh), name);
+    st.ino
+}
+
+fn mkdir<F: Flash>(fs: &mut Fs<F>, parent: u32, name: &str) -> u32 {
+    must(fs.mkdir(parent, name.as_bytes(), 0o755, 0, 0), name).ino
+}
+
+/// Sizes of the files in `/data`: empty, inline, one block, several blocks, a file with an index
+/// node, and (per kind, if `big`) one whose index tree has two levels.
+fn data_sizes(kind: FlashKind, big: bool) -> Vec<usize> {
+    match kind {
+        FlashKind::Nand if big => vec![0, 100, 2048, 9000, 70_000, 1_100_000],
+        FlashKind::Nand => vec![0, 100, 2048, 9000, 70_000, 300_000],
+        FlashKind::Nor => vec![0, 100, 256, 3000, 12_000, 40_000],
+    }
+}
+
+/// Builds the base tree: nested directories, files of every size class, symlinks and a
+/// directory with enough entries to need bucket pages.
+fn base_tree<F: Flash>(fs: &mut Fs<F>, kind: FlashKind, many: usize) {
+    let etc = mkdir(fs, ROOT_INO, "etc");
+    put(fs, etc, "hostname", b"board\n");
+    let sub = mkdir(fs, etc, "sub");
+    let deep = mkdir(fs, sub, "deep");
+    put(fs, deep, "file", &content(7, 3000));
+    must(fs.symlink(etc, b"link", b"../data/f1", 0, 0), "symlink");
+    must(
+        fs.symlink(ROOT_INO, b"abs", b"/etc/hostname", 0, 0),
+        "symlink",
+    );
+    let data = mkdir(fs, ROOT_INO, "data");
+    // The two-level index on NAND only in the image with the large directory (it is the
+    // costliest to read back in every case).
+    for (i, n) in data_sizes(kind, many >= 100).into_iter().enumerate() {
+        put(fs, data, &format!("f{i}"), &content(100 + i as u64, n));
+    }
+    let many_dir = mkdir(fs, ROOT_INO, "many");
+    for i in 0..many {
+        let name = format!("entry-with-a-longer-name-{i:04}");
+        if i % 10 == 0 {
+            mkdir(fs, many_dir, &name);
+        } else {
+            put(fs, many_dir, &name, &content(1000 + i as u64, i % 300));
+        }
+    }
+    mkdir(fs, ROOT_INO, "empty");
+}
+
+/// Changes made after the base tree was checkpointed: they live in the journal.
+fn journal_changes<F: Flash>(fs: &mut Fs<F>) {
+    let data = must(fs.resolve(b"/data"), "resolve");
+    let f3 = must(fs.resolve(b"/data/f3"), "resolve");
+    let fh = must(fs.open(f3, OpenFlags::RW), "open");
+    must(fs.write(fh, 1000, &content(55, 1500)), "write");
+    must(fs.close(fh), "close");
+    put(fs, data, "new", &content(56, 5000));
+    must(fs.rename(data, b"f1", data, b"f1-renamed"), "rename");
+    let many = must(fs.resolve(b"/many"), "resolve");
+    must(fs.unlink(many, b"entry-with-a-longer-name-0003"), "unlink");
+    must(fs.begin_transaction(), "tx");
+    let d = mkdir(fs, ROOT_INO, "txdir");
+    put(fs, d, "a", &content(57, 700));
+    put(fs, d, "b", &content(58, 4000));
+    must(fs.commit_transaction(), "commit");
+    must(fs.sync(), "sync");
+}
+
+/// Formats and fills a device. `state`: 0 clean unmount, 1 synced journal tail (no checkpoint),
+/// 2 a power cut in the middle of unsynced writes after a synced journal tail.
+pub fn build(geo: Geometry, many: usize, state: u8) -> RamFlash {
+    let dev = RamFlash::new(geo);
+    let dev = must(Fs::format(dev, &FormatOptions::default()), "format");
+    let mut fs = must(Fs::mount(dev, Config::smallest()), "mount");
+    base_tree(&mut fs, geo.kind, many);
+    if state == 0 {
+        return must(fs.unmount(), "unmount");
+    }
+    let dev = must(fs.unmount(), "unmount");
+    let mut fs = must(Fs::mount(dev, Config::smallest()), "mount");
+    journal_changes(&mut fs);
+    if state == 1 {
+        return fs.into_flash();
+    }
+    fs.flash_mut().cut_at = Some(fs.flash().writes + 7);
+    let r = (|| -> Result<(), Error> {
+        let data = fs.resolve(b"/data")?;
+        let st = fs.create(data, b"torn", 0o644, 0, 0)?;
+        let fh = fs.open(st.ino, OpenFlags::RW)?;
+        for i in 0..40 {
+            fs.write(fh, i * 4096, &content(59 + i, 4096))?;
+        }
+        fs.fsync(fh)?;
+        Ok(())
+    })();
+    assert!(r.is_err(), "the power cut did not happen");
+    let mut dev = fs.into_flash();
+    dev.off = false;
+    dev.cut_at = None;
+    dev
+}
+
+/// Builds the named test images (each walked before any damage to record the reference).
+pub fn images() -> Vec<Image> {
+    let mut v = Vec::new();
+    for (name, geo, many, state) in [
+        ("nand-clean", nand_geometry(32), 150, 0u8),
+        ("nand-journal", nand_geometry(32), 40, 1),
+        ("nand-cut", nand_geometry(32), 40, 2),
+        ("nor-clean", nor_geometry(96), 150, 0),
+        ("nor-journal", nor_geometry(96), 40, 1),
+        ("nor-cut", nor_geometry(96), 40, 2),
+    ] {
+        let dev = build(geo, many, state);
+        let mut probe = dev.fresh_copy();
+        probe.budget = 0;
+        let mut fs = Fs::mount(probe, Config::smallest())
+            .unwrap_or_else(|e| panic!("{name}: the undamaged image does not mount: {e:?}"));
+        let reference = walk(&mut fs, &Limits::default());
+        assert!(
+            reference.errors.is_empty(),
+            "{name}: the undamaged image has errors: {:?}",
+            reference.errors
+        );
+        let rep = fs.fsck().unwrap_or_else(|e| panic!("{name}: fsck: {e:?}"));
+        assert!(rep.is_clean(), "{name}: fsck: {:?}", rep.errors);
+        v.push(Image {
+            name,
+            dev,
+            reference,
+        });
+    }
+    v
+}
+
+// ----- walking a mounted file system --------------------------------------------------------
+
+/// Bounds of a walk, so that cycles and huge sizes cannot hang or exhaust it.
+pub struct Limits {
+    /// Entries read from one directory.
+    pub dir_entries: usize,
+    /// Operations (readdir entries, stats, reads) in all.
+    pub ops: usize,
+    /// Bytes read from one file.
+    pub file_bytes: u64,
+    /// Directory depth.
+    pub depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            dir_entries: 4096,
+            ops: 20_000,
+            file_bytes: 4 << 20,
+            depth: 64,
+        }
+    }
+}
+
+/// What a walk found: per path the inode and kind, file contents, link targets, errors.
+#[derive(Default, Clone, Debug)]
+pub struct Walk {
+    /// path → (inode, kind).
+    pub nodes: BTreeMap<String, (u32, FileKind)>,
+    /// path → content of files read entirely.
+    pub files: BTreeMap<String, Vec<u8>>,
+    /// path → symlink target.
+    pub links: BTreeMap<String, Vec<u8>>,
+    /// (path, error) of every operation that failed.
+    pub errors: Vec<(String, Error)>,
+    /// The walk stopped at a limit.
+    pub truncated: bool,
+}
+
+/// Reads everything reachable from the root: readdir, lookup, stat, read, readlink, with
+/// bounds. Errors are recorded, never fatal.
+pub fn walk<F: Flash>(fs: &mut Fs<F>, lim: &Limits) -> Walk {
+    let mut w = Walk::default();
+    let mut ops = 0usize;
+    let mut seen = BTreeSet::new();
+    seen.insert(ROOT_INO);
+    let mut stack = vec![(String::new(), ROOT_INO, 0usize)];
+    if let Err(e) = fs.stat(ROOT_INO) {
+        w.errors.push(("/".into(), e));
+    }
+    while let Some((path, ino, depth)) = stack.pop() {
+        let mut ents = Vec::new();
+        let r = fs.readdir(ino, 0, &mut |e| {
+            ents.push(e);
+            ents.len() < lim.dir_entries
+        });
+        ops += ents.len() + 1;
+        if let Err(e) = r {
+            w.errors.push((format!("{path}/"), e));
+        }
+        if ents.len() >= lim.dir_entries {
+            w.truncated = true;
+        }
+        for e in ents {
+            if ops > lim.ops {
+                w.truncated = true;
+                return w;
+            }
+            ops += 1;
+            let p = format!("{path}/{}", String::from_utf8_lossy(&e.name));
+            match fs.lookup(ino, &e.name) {
+                Ok(st) => {
+                    if st.ino != e.ino || st.kind != e.kind {
+                        w.errors.push((p.clone(), Error::Corrupt));
+                    }
+                }
+                Err(err) => w.errors.push((p.clone(), err)),
+            }
+            if let Err(err) = fs.stat(e.ino) {
+                w.errors.push((p.clone(), err));
+            }
+            w.nodes.insert(p.clone(), (e.ino, e.kind));
+            match e.kind {
+                FileKind::Dir => {
+                    if depth + 1 < lim.depth && seen.insert(e.ino) {
+                        stack.push((p, e.ino, depth + 1));
+                    } else {
+                        w.truncated = true;
+                    }
+                }
+                FileKind::Symlink => match fs.readlink(e.ino) {
+                    Ok(t) => {
+                        w.links.insert(p, t);
+                    }
+                    Err(err) => w.errors.push((p, err)),
+                },
+                FileKind::File => {
+                    let (content, err) = read_file(fs, e.ino, lim.file_bytes, &mut ops);
+                    match err {
+                        None => {
+                            w.files.insert(p, content);
+                        }
+                        Some(err) => w.errors.push((p, err)),
+                    }
+                }
+            }
+        }
+    }
+    w
+}
+
+/// Reads a whole file (at most `max` bytes); the error of the first failing call, if any.
+pub fn read_file<F: Flash>(
+    fs: &mut Fs<F>,
+    ino: u32,
+    max: u64,
+    ops: &mut usize,
+) -> (Vec<u8>, Option<Error>) {
+    let fh = match fs.open(ino, OpenFlags::READ) {
+        Ok(fh) => fh,
+        Err(e) => return (Vec::new(), Some(e)),
+    };
+    let mut out = Vec::new();
+    let mut err = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        *ops += 1;
+        match fs.read(fh, out.len() as u64, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n.min(buf.len())]);
+                if out.len() as u64 >= max {
+                    break;
+                }
+            }
+            Err(e) => {
+                err = Some(e);
+                break;
+            }
+        }
+    }
+    if let Err(e) = fs.close(fh) {
+        err.get_or_insert(e);
+    }
+    (out, err)
+}
+
+// ----- finding and damaging structures ------------------------------------------------------
+
+/// A node found on the device (by its header and a matching CRC).
+#[derive(Clone, Copy, Debug)]
+pub struct FoundNode {
+    /// Byte offset in the device's data areas.
+    pub at: usize,
+    /// Node type.
+    pub typ: NodeType,
+    /// Length of header and body.
+    pub len: usize,
+    /// Sequence number.
+    pub seq: u64,
+}
+
+/// Whether bytes at `at` are a node with a valid CRC (not crossing `limit`).
+fn node_at(data: &[u8], at: usize, limit: usize) -> Option<FoundNode> {
+    let b = data.get(at..at + 24)?;
+    if u16::from_le_bytes([b[0], b[1]]) != NODE_MAGIC {
+        return None;
+    }
+    let typ = NodeType::from_u8(b[2])?;
+    let len = u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize;
+    if len < 24 || at + len > limit {
+        return None;
+    }
+    let crc = u32::from_le_bytes([b[20], b[21], b[22], b[23]]);
+    if crc32c_parts(&[&data[at..at + 20], &data[at + 24..at + len]]) != crc {
+        return None;
+    }
+    let seq = u64::from_le_bytes(b[8..16].try_into().unwrap());
+    Some(FoundNode { at, typ, len, seq })
+}
+
+/// Every valid node on the device (8-byte aligned, never crossing an erase block).
+pub fn scan_nodes(dev: &RamFlash) -> Vec<FoundNode> {
+    let bs = dev.geo.block_size() as usize;
+    let mut v = Vec::new();
+    let mut at = 0;
+    while at + 24 <= dev.data.len() {
+        let limit = (at / bs + 1) * bs;
+        match node_at(&dev.data, at, limit) {
+            Some(n) => {
+                v.push(n);
+                at += n.len.div_ceil(8) * 8;
+            }
+            None => at += 8,
+        }
+    }
+    v
+}
+
+/// Recomputes the CRC of the node at `at` (its header's length decides the extent); false if
+/// there is no plausible header there.
+pub fn resign(data: &mut [u8], at: usize) -> bool {
+    let Some(b) = data.get(at..at + 24) else {
+        return false;
+    };
+    if u16::from_le_bytes([b[0], b[1]]) != NODE_MAGIC {
+        return false;
+    }
+    let len = u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize;
+    if len < 24 || at + len > data.len() {
+        return false;
+    }
+    let crc = crc32c_parts(&[&data[at..at + 20], &data[at + 24..at + len]]);
+    data[at + 20..at + 24].copy_from_slice(&crc.to_le_bytes());
+    true
+}
+
+/// Re-signs every plausible node header at 8-byte alignment (what the fuzz targets do so that
+/// mutations reach the decoders instead of dying at the CRC).
+pub fn resign_all(dev: &mut RamFlash) {
+    let mut at = 0;
+    while at + 24 <= dev.data.len() {
+        if dev.data[at] == (NODE_MAGIC & 0xFF) as u8
+            && dev.data[at + 1] == (NODE_MAGIC >> 8) as u8
+            && NodeType::from_u8(dev.data[at + 2]).is_some()
+        {
+            resign(&mut dev.data, at);
+        }
+        at += 8;
+    }
+}
+
+/// Re-encodes the OOB tag check value of `page` after a change.
+pub fn resign_tag(dev: &mut RamFlash, page: u32) {
+    let o = dev.oob_mut(page);
+    if o.len() >= OOB_TAG_LEN {
+        let c = dffs::codec::crc32c(&o[..18]) as u16;
+        o[18..20].copy_from_slice(&c.to_le_bytes());
+    }
+}
+
+/// NAND pages holding raw file data, with their owner inode (from the OOB tag).
+pub fn nand_data_pages(dev: &RamFlash) -> Vec<(u32, u32)> {
+    if dev.geo.kind != FlashKind::Nand {
+        return Vec::new();
+    }
+    (0..dev.geo.total_pages())
+        .filter_map(|p| match OobTag::decode(dev.oob_of(p)) {
+            Ok(Some(t)) if t.kind == TAG_DATA => Some((p, t.ino)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Mounts, walks and checks a possibly damaged device. Returns the mount error, or the walk and
+/// whether fsck ran (its report is only required to come back).
+pub fn exercise(dev: RamFlash, lim: &Limits) -> Result<(Walk, bool), Error> {
+    let mut fs = Fs::mount(dev, Config::smallest())?;
+    let w = walk(&mut fs, lim);
+    let fsck_clean = match fs.fsck() {
+        Ok(rep) => rep.is_clean(),
+        Err(_) => false,
+    };
+    // Collecting and writing on a damaged file system must not panic either.
+    for _ in 0..2 {
+        if fs.gc_step(32).is_err() {
+            break;
+        }
+    }
+    let _ = fs.mkdir(ROOT_INO, b"after-damage", 0o755, 0, 0);
+    let _ = fs.sync();
+    let _ = fs.unmount();
+    Ok((w, fsck_clean))
+}
+
+// ----- tiny images (fuzzing) ----------------------------------------------------------------
+
+/// A small image on a tiny geometry: nested directories, an inline, a multi-block and an
+/// indexed file, symlinks, a directory of 24 entries; `journal`: a synced journal tail after the
+/// last checkpoint.
+pub fn build_tiny(geo: Geometry, journal: bool) -> RamFlash {
+    let dev = RamFlash::new(geo);
+    let dev = must(Fs::format(dev, &FormatOptions::default()), "format");
+    let mut fs = must(Fs::mount(dev, Config::smallest()), "mount");
+    let bs = match geo.kind {
+        FlashKind::Nand => geo.page_size as usize,
+        FlashKind::Nor => geo.page_size as usize,
+    };
+    let d = mkdir(&mut fs, ROOT_INO, "d");
+    let sub = mkdir(&mut fs, d, "sub");
+    put(&mut fs, sub, "small", b"hello\n");
+    put(&mut fs, d, "multi", &content(1, 3 * bs + 17));
+    put(&mut fs, ROOT_INO, "indexed", &content(2, 20 * bs + 5));
+    must(fs.symlink(d, b"ln", b"sub/small", 0, 0), "symlink");
+    let many = mkdir(&mut fs, ROOT_INO, "many");
+    for i in 0..24 {
+        put(
+            &mut fs,
+            many,
+            &format!("n{i:02}"),
+            &content(10 + i, i as usize * 7),
+        );
+    }
+    let mut dev = must(fs.unmount(), "unmount");
+    if journal {
+        let mut fs = must(Fs::mount(dev, Config::smallest()), "mount");
+        let multi = must(fs.resolve(b"/d/multi"), "resolve");
+        let fh = must(fs.open(multi, OpenFlags::RW), "open");
+        must(fs.write(fh, 5, &content(3, bs)), "write");
+        must(fs.close(fh), "close");
+        must(fs.rename(d, b"multi", ROOT_INO, b"moved"), "rename");
+        must(fs.unlink(many, b"n03"), "unlink");
+        put(&mut fs, sub, "late", &content(4, 2 * bs));
+        must(fs.sync(), "sync");
+        dev = fs.into_flash();
+    }
+    dev
+}
+
+// ----- fuzz inputs (shared by the fuzz targets and the regression tests) --------------------
+
+/// The four tiny base images: (NAND, NOR) × (clean, journal tail).
+pub fn tiny_base(nor: bool, journal: bool) -> &'static RamFlash {
+    static BASES: std::sync::OnceLock<Vec<RamFlash>> = std::sync::OnceLock::new();
+    let v = BASES.get_or_init(|| {
+        let mut v = Vec::new();
+        for g in [tiny_nand_geometry(), tiny_nor_geometry()] {
+            for j in [false, true] {
+                v.push(build_tiny(g, j));
+            }
+        }
+        v
+    });
+    &v[(nor as usize) * 2 + journal as usize]
+}
+
+/// Reads input bytes; past the end everything reads as zero.
+pub struct Input<'a>(pub &'a [u8]);
+
+impl Input<'_> {
+    /// Next byte.
+    pub fn u8(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((&b, rest)) => {
+                self.0 = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+    /// Next little-endian u16.
+    pub fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+    /// Next little-endian 24-bit number.
+    pub fn u24(&mut self) -> u32 {
+        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), 0])
+    }
+    /// Whether anything is left.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Applies one patch from the input to the device's raw image (data areas, then the free spare
+/// bytes): 0 overwrite, 1 xor, 2 fill, 3 unreadable page, 4 bad block, 5 copy a page, 6 a
+/// re-signed 32-bit field of the node found at or after the offset.
+pub fn apply_patch(dev: &mut RamFlash, inp: &mut Input<'_>) {
+    let op = inp.u8() % 7;
+    let raw_len = dev.data.len() + dev.oob.len();
+    let off = inp.u24() as usize % raw_len;
+    let len = inp.u8() as usize;
+    let pages = dev.geo.total_pages();
+    let page = ((off % dev.data.len()) / dev.page_size()) as u32;
+    match op {
+        0 | 1 => {
+            for i in 0..len {
+                let b = inp.u8();
+                let v = if op == 0 {
+                    b
+                } else {
+                    b ^ dev.raw_byte(off + i)
+                };
+                dev.set_raw_byte(off + i, v);
+            }
+        }
+        2 => {
+            let b = inp.u8();
+            for i in 0..len {
+                dev.set_raw_byte(off + i, b);
+            }
+        }
+        3 => {
+            dev.uncorrectable.insert(page);
+        }
+        4 => {
+            let b = dev.geo.block_of(page);
+            dev.bad[b as usize] = true;
+        }
+        5 => {
+            let to = inp.u24() % pages;
+            let d = dev.page(page).to_vec();
+            let o = dev.oob_of(page).to_vec();
+            dev.page_mut(to).copy_from_slice(&d);
+            dev.oob_mut(to).copy_from_slice(&o);
+        }
+        _ => {
+            let value = u32::from_le_bytes([inp.u8(), inp.u8(), inp.u8(), inp.u8()]);
+            let start = (off % dev.data.len()) & !7;
+            let mut at = start;
+            let mut found = None;
+            while at + 24 <= dev.data.len() && at < start + 4096 {
+                if dev.data[at..at + 2] == NODE_MAGIC.to_le_bytes() {
+                    found = Some(at);
+                    break;
+                }
+                at += 8;
+            }
+            if let Some(at) = found {
+                let nlen =
+                    u32::from_le_bytes(dev.data[at + 4..at + 8].try_into().unwrap()) as usize;
+                if nlen > 28 && at + nlen <= dev.data.len() {
+                    let f = at + 24 + (len * 4) % (nlen - 27);
+                    dev.data[f..f + 4].copy_from_slice(&value.to_le_bytes());
+                    resign(&mut dev.data, at);
+                }
+            }
+        }
+    }
+}
+
+/// The device a fuzz input describes. First byte: bit 0 NOR, bit 1 journal tail, bit 2 re-sign
+/// every node afterwards, bit 3 start from an erased device, bit 4 the rest is a raw image
+/// (data areas then spare bytes) laid over the start of the device; otherwise the rest is
+/// patches (see [`apply_patch`]), at most `max_patches`.
+pub fn device_from(inp: &mut Input<'_>, max_patches: usize) -> RamFlash {
+    let mode = inp.u8();
+    let nor = mode & 1 != 0;
+    let mut dev = if mode & 8 != 0 {
+        RamFlash::new(if nor {
+            tiny_nor_geometry()
+        } else {
+            tiny_nand_geometry()
+        })
+    } else {
+        tiny_base(nor, mode & 2 != 0).fresh_copy()
+    };
+    if mode & 16 != 0 {
+        dev.load_raw(inp.0);
+        inp.0 = &[];
+    } else {
+        let mut n = 0;
+        while !inp.is_empty() && n < max_patches {
+            apply_patch(&mut dev, inp);
+            n += 1;
+        }
+    }
+    if mode & 4 != 0 {
+        resign_all(&mut dev);
+    }
+    dev
+}
+
+/// The `mount` fuzz target: a damaged or arbitrary tiny image is mounted, walked, fsck'd and
+/// written to.
+pub fn fuzz_mount(data: &[u8]) {
+    let mut inp = Input(data);
+    let mut dev = device_from(&mut inp, usize::MAX);
+    dev.budget = 2_000_000;
+    let _ = exercise(dev, &Limits::default());
+}
+
+const DIRS: [&[u8]; 5] = [b"/", b"/d", b"/d/sub", b"/many", b"/new"];
+const NAMES: [&[u8]; 8] = [
+    b"a", b"small", b"multi", b"n01", b"indexed", b"new", b"ln", b"sub",
+];
+
+fn pick_path(inp: &mut Input<'_>) -> Vec<u8> {
+    let d = DIRS[inp.u8() as usize % DIRS.len()];
+    let n = NAMES[inp.u8() as usize % NAMES.len()];
+    let mut p = d.to_vec();
+    if p.len() > 1 {
+        p.push(b'/');
+    }
+    p.extend_from_slice(n);
+    p
+}
+
+/// The `ops` fuzz target: a tiny image, up to 8 patches (first byte after the mode says how
+/// many), then a sequence of operations; after each remount and at the end a walk and fsck.
+pub fn fuzz_ops(data: &[u8]) {
+    // Mode byte as for `mount` (never a raw image: the operations follow), then the number of
+    // patches, the patches, the operations.
+    let mode = data.first().copied().unwrap_or(0) & !16;
+    let mut inp = Input(data.get(1..).unwrap_or(&[]));
+    let npatch = inp.u8() as usize % 9;
+    let mut dev = device_from(&mut Input(&[mode]), 0);
+    for _ in 0..npatch {
+        apply_patch(&mut dev, &mut inp);
+    }
+    if mode & 4 != 0 {
+        resign_all(&mut dev);
+    }
+    dev.budget = 4_000_000;
+    let Ok(mut fs) = Fs::mount(dev, Config::smallest()) else {
+        return;
+    };
+    let inp = &mut inp;
+    let mut fhs: Vec<dffs::Fh> = Vec::new();
+    let mut steps = 0;
+    while !inp.is_empty() && steps < 64 {
+        steps += 1;
+        let op = inp.u8() % 18;
+        match op {
+            0 | 1 => {
+                let p = pick_path(inp);
+                if let Ok((parent, name)) = fs.resolve_parent(&p).map(|(a, b)| (a, b.to_vec())) {
+                    let _ = if op == 0 {
+                        fs.create(parent, &name, 0o644, 0, 0).map(|_| ())
+                    } else {
+                        fs.mkdir(parent, &name, 0o755, 0, 0).map(|_| ())
+                    };
+                }
+            }
+            2 => {
+                let p = pick_path(inp);
+                let flags = if inp.u8() & 1 == 0 {
+                    OpenFlags::RW
+                } else {
+                    OpenFlags::READ
+                };
+                if let Ok(ino) = fs.resolve(&p) {
+                    if let Ok(fh) = fs.open(ino, flags) {
+                        fhs.push(fh);
+                    }
+                }
+            }
+            3 | 4 => {
+                if fhs.is_empty() {
+                    continue;
+                }
+                let fh = fhs[inp.u8() as usize % fhs.len()];
+                let off = inp.u16() as u64 * if inp.u8() & 1 == 0 { 1 } else { 61 };
+                let len = inp.u16() as usize % 5000;
+                if op == 3 {
+                    let _ = fs.write(fh, off, &content(off, len));
+                } else {
+                    let mut buf = vec![0u8; len];
+                    let _ = fs.read(fh, off, &mut buf);
+                }
+            }
+            5 => {
+                if fhs.is_empty() {
+                    continue;
+                }
+                let fh = fhs[inp.u8() as usize % fhs.len()];
+                let _ = fs.truncate(fh, inp.u16() as u64 * 7);
+            }
+            6 => {
+                if let Some(fh) = fhs.pop() {
+                    let _ = fs.close(fh);
+                }
+            }
+            7 | 8 => {
+                let p = pick_path(inp);
+                if let Ok((parent, name)) = fs.resolve_parent(&p).map(|(a, b)| (a, b.to_vec())) {
+                    let _ = if op == 7 {
+                        fs.unlink(parent, &name)
+                    } else {
+                        fs.rmdir(parent, &name)
+                    };
+                }
+            }
+            9 => {
+                let a = pick_path(inp);
+                let b = pick_path(inp);
+                let pa = fs.resolve_parent(&a).map(|(x, n)| (x, n.to_vec()));
+                let pb = fs.resolve_parent(&b).map(|(x, n)| (x, n.to_vec()));
+                if let (Ok((da, na)), Ok((db, nb))) = (pa, pb) {
+                    let _ = fs.rename(da, &na, db, &nb);
+                }
+            }
+            10 => {
+                let p = pick_path(inp);
+                if let Ok((parent, name)) = fs.resolve_parent(&p).map(|(a, b)| (a, b.to_vec())) {
+                    let _ = fs.symlink(parent, &name, b"../target", 0, 0);
+                }
+            }
+            11 => {
+                let d = DIRS[inp.u8() as usize % DIRS.len()];
+                if let Ok(ino) = fs.resolve(d) {
+                    let mut n = 0;
+                    let _ = fs.readdir(ino, 0, &mut |_| {
+                        n += 1;
+                        n < 4096
+                    });
+                }
+            }
+            12 => {
+                let _ = fs.sync();
+            }
+            13 => {
+                let _ = fs.gc_step(inp.u8() as u32);
+            }
+            14 => {
+                let _ = fs.begin_transaction();
+            }
+            15 => {
+                let _ = if inp.u8() & 1 == 0 {
+                    fs.commit_transaction()
+                } else {
+                    fs.abort_transaction()
+                };
+            }
+            16 => {
+                let _ = fs.checkpoint();
+            }
+            _ => {
+                // Remount: cleanly or as after a power cut.
+                fhs.clear();
+                let clean = inp.u8() & 1 == 0;
+                let dev = if clean {
+                    match fs.try_unmount() {
+                        Ok(d) => d,
+                        Err((_, d)) => d,
+                    }
+                } else {
+                    fs.into_flash()
+                };
+                match Fs::mount(dev, Config::smallest()) {
+                    Ok(f) => fs = f,
+                    Err(_) => return,
+                }
+            }
+        }
+    }
+    let _ = walk(&mut fs, &Limits::default());
+    let _ = fs.fsck();
+}
