@@ -304,6 +304,18 @@ fn kind(k: FileKind) -> FileType {
     }
 }
 
+/// The kernel's file type of a library `Stat`: special files (pipes, sockets, devices) are
+/// `FileKind::File` to the library, their type is in the mode.
+fn type_of(st: &Stat) -> FileType {
+    match st.mode & libc::S_IFMT {
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        _ => kind(st.kind),
+    }
+}
+
 /// The kernel's attributes of a library `Stat`.
 pub fn attr_of(st: &Stat, block_size: u32) -> FileAttr {
     FileAttr {
@@ -314,12 +326,12 @@ pub fn attr_of(st: &Stat, block_size: u32) -> FileAttr {
         mtime: system_time(st.mtime),
         ctime: system_time(st.ctime),
         crtime: system_time(st.ctime),
-        kind: kind(st.kind),
+        kind: type_of(st),
         perm: (st.mode & 0o7777) as u16,
         nlink: st.nlink,
         uid: st.uid,
         gid: st.gid,
-        rdev: 0,
+        rdev: st.rdev,
         blksize: block_size,
         flags: 0,
     }
@@ -454,18 +466,24 @@ impl Filesystem for DffsFuse {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        // Only regular files: the library has no fifos, sockets or device nodes.
-        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
-            reply.error(Errno::EPERM);
-            return;
-        }
+        // Regular files, pipes, sockets and device nodes (the kernel does their I/O).
+        let typ = match mode & libc::S_IFMT {
+            0 => libc::S_IFREG,
+            t
+            @ (libc::S_IFREG | libc::S_IFIFO | libc::S_IFSOCK | libc::S_IFCHR | libc::S_IFBLK) => t,
+            _ => {
+                reply.error(Errno::EPERM);
+                return;
+            }
+        };
         let r = self.change(false, |fs, _| {
             let p = ino(parent)?;
             let (uid, gid, perm) = owner(fs, req, p, mode & 0o7777, false);
-            fs.create(p, name.as_bytes(), perm, uid, gid).map_err(errno)
+            fs.mknod(p, name.as_bytes(), typ | perm, rdev, uid, gid)
+                .map_err(errno)
         });
         match r {
             Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), self.born(st.ino)),
