@@ -152,7 +152,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     };
     let seeds = args.seeds.max(1);
     let options = |workload: Workload, seed: u64, cuts: u64| Options {
-        preset: preset.clone(),
+        preset,
         workload,
         steps: args.steps,
         seed,
