@@ -240,9 +240,6 @@ fn directory_with_a_huge_subdirectory_count() {
 const CP_BT_PAGE0: usize = 228;
 
 #[test]
-#[ignore = "open: a checkpoint re-signed to point at another block-table page mounts; the \
-            journal then writes into a block that table calls free and the debug \
-            block-accounting check in after_op panics (release: wrong accounting)"]
 fn checkpoint_pointing_at_another_block_table_page() {
     // Found by an 81,446-case run of the corruption test (seed 23, case 56170).
     for nor in [false, true] {

@@ -444,6 +444,19 @@ impl<F: Flash> Fs<F> {
         if blocks.len() != nblocks as usize {
             return Err(Error::Corrupt);
         }
+        // The table was written after the journal head was opened (and its next block
+        // reserved): a table that disagrees names the wrong pages (e.g. an older table's).
+        let state_of = |b: u32| blocks.get(b as usize).map(|e| (e.state(), e.kind()));
+        if cp.journal_block != u32::MAX
+            && state_of(cp.journal_block) != Some((BlockState::Head, LogKind::Journal))
+        {
+            return Err(Error::Corrupt);
+        }
+        if cp.journal_next != u32::MAX
+            && state_of(cp.journal_next).map(|s| s.0) != Some(BlockState::Reserved)
+        {
+            return Err(Error::Corrupt);
+        }
         // The table was written just before its checkpoint; what that checkpoint freed (blocks
         // emptied by GC, journal blocks before the replay start) is free now.
         for b in blocks.iter_mut() {
