@@ -239,8 +239,8 @@ pub struct Fs<F: Flash> {
     pub(crate) map: InodeMap,
     pub(crate) dirs: Dirs,
     pub(crate) icache: IndexCache,
-    pub(crate) files: BTreeMap<Ino, CachedFile>,
-    pub(crate) inos: BTreeMap<Ino, io::OpenInode>,
+    pub(crate) files: BTreeMap<Ino, Box<CachedFile>>,
+    pub(crate) inos: BTreeMap<Ino, Box<io::OpenInode>>,
     pub(crate) handles: Vec<Option<io::Handle>>,
     pub(crate) dcache: io::DataCache,
     pub(crate) cfg: Config,
@@ -1211,13 +1211,15 @@ impl<F: Flash> Fs<F> {
     pub(crate) fn cache_file(&mut self, node: FileNode, dirty: bool) {
         let t = self.touch();
         let ino = node.ino;
+        // Boxed: the map's nodes then hold pointers, not whole inodes (a B-tree node has room
+        // for eleven entries however few are used).
         self.files.insert(
             ino,
-            CachedFile {
+            Box::new(CachedFile {
                 node,
                 dirty,
                 used: t,
-            },
+            }),
         );
         let clean = self.files.values().filter(|c| !c.dirty).count();
         if clean > self.cfg.inode_cache {
@@ -1248,7 +1250,7 @@ impl<F: Flash> Fs<F> {
         };
         let node = self.find_file_in_parent(parent, hash, ino)?;
         self.cache_file(node, false);
-        self.files.get_mut(&ino).ok_or(Error::Corrupt)
+        self.files.get_mut(&ino).map(|b| &mut **b).ok_or(Error::Corrupt)
     }
 
     /// Finds the inode node of `ino` among the slots of `parent` whose hash matches.

@@ -880,7 +880,7 @@ impl<F: Flash> Fs<F> {
         if !self.files.contains_key(&ino) {
             self.load_file(ino)?;
         }
-        self.files.remove(&ino).ok_or(Error::Corrupt)
+        self.files.remove(&ino).map(|b| *b).ok_or(Error::Corrupt)
     }
 
     /// Frees a removed file's space unless it is open (then it lives on as an orphan until
