@@ -24,7 +24,47 @@ pub mod content;
 pub mod devices;
 pub mod dffs_fs;
 pub mod fsapi;
+#[cfg(feature = "littlefs")]
 pub mod littlefs;
+/// Stands in for the littlefs peer when it is not built (feature `littlefs`): a driver whose
+/// every operation fails with a message saying how to build it, so each littlefs row is a
+/// failure row and the DFFS rows are unchanged.
+#[cfg(not(feature = "littlefs"))]
+pub mod littlefs {
+    use crate::fsapi::{Driver, End, FsError, FsResult, MountReport, Session};
+    use dffs_sim::SharedSim;
+
+    const WHY: &str = "littlefs not built (build with --features littlefs; needs libclang-dev)";
+
+    struct NotBuilt(SharedSim);
+
+    impl Driver for NotBuilt {
+        fn name(&self) -> &'static str {
+            "littlefs"
+        }
+        fn config(&self) -> String {
+            WHY.to_string()
+        }
+        fn sim(&self) -> &SharedSim {
+            &self.0
+        }
+        fn format(&mut self) -> FsResult<()> {
+            Err(FsError::Other(WHY.into()))
+        }
+        fn session(
+            &mut self,
+            _end: End,
+            _f: &mut dyn FnMut(&mut dyn Session) -> FsResult<()>,
+        ) -> FsResult<MountReport> {
+            Err(FsError::Other(WHY.into()))
+        }
+    }
+
+    /// The stand-in driver.
+    pub fn driver(sim: SharedSim) -> Result<Box<dyn Driver>, String> {
+        Ok(Box::new(NotBuilt(sim)))
+    }
+}
 pub mod plot;
 pub mod report;
 pub mod suites;

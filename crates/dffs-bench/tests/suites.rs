@@ -4,11 +4,9 @@
 //! failure rows, and reproduced in `dffs_bugs.rs`); what is checked is that nothing is missing
 //! or hidden.
 
-use dffs_bench::content::Content;
-use dffs_bench::devices::{device_preset, new_device};
-use dffs_bench::fsapi::{verify_file, write_file, End, FsError, OpenMode};
+use dffs_bench::devices::device_preset;
 use dffs_bench::report::suite_json;
-use dffs_bench::{littlefs, run_suite, Options, Scale, Suite};
+use dffs_bench::{run_suite, Options, Scale, Suite};
 use serde_json::Value;
 
 fn tiny(suite: Suite) -> Value {
@@ -222,37 +220,46 @@ fn wear_rows() {
     );
 }
 
-/// The verifier catches data the device corrupted silently (NOR has no ECC): a bit flipped in
-/// one page of a file's data makes the read-back fail as wrong data.
-#[test]
-fn verification_detects_silent_corruption() {
-    let p = device_preset("nor-qspi-16m", Some(512 << 10)).unwrap();
-    let sim = new_device(p).unwrap();
-    let mut d = littlefs::driver(sim.clone()).unwrap();
-    d.format().unwrap();
-    let c = Content::random(42);
-    let len = 64 << 10;
-    d.session(End::Unmount, &mut |s| {
-        write_file(s, "/f", &c, len, 4096, OpenMode::CREATE)
-    })
-    .unwrap();
-    // Before: it reads back.
-    d.session(End::Unmount, &mut |s| verify_file(s, "/f", &c, len, 4096))
+/// Needs the littlefs peer (feature `littlefs`).
+#[cfg(feature = "littlefs")]
+mod with_littlefs {
+    use dffs_bench::content::Content;
+    use dffs_bench::devices::{device_preset, new_device};
+    use dffs_bench::fsapi::{verify_file, write_file, End, FsError, OpenMode};
+    use dffs_bench::littlefs;
+
+    /// The verifier catches data the device corrupted silently (NOR has no ECC): a bit flipped in
+    /// one page of a file's data makes the read-back fail as wrong data.
+    #[test]
+    fn verification_detects_silent_corruption() {
+        let p = device_preset("nor-qspi-16m", Some(512 << 10)).unwrap();
+        let sim = new_device(p).unwrap();
+        let mut d = littlefs::driver(sim.clone()).unwrap();
+        d.format().unwrap();
+        let c = Content::random(42);
+        let len = 64 << 10;
+        d.session(End::Unmount, &mut |s| {
+            write_file(s, "/f", &c, len, 4096, OpenMode::CREATE)
+        })
         .unwrap();
-    // Find the page holding the file's first 256 bytes (littlefs keeps a file's first block
-    // free of pointers, so they are page-aligned) and flip one bit in it.
-    let want = c.bytes(0, 256);
-    let page = {
-        let g = sim.lock().preset().geometry;
-        (0..g.total_pages())
-            .find(|&pg| sim.lock().raw_page(pg).map(|b| b == want).unwrap_or(false))
-            .expect("the file's page")
-    };
-    sim.lock().inject_bitflips(page, 1).unwrap();
-    let r = d.session(End::Unmount, &mut |s| verify_file(s, "/f", &c, len, 4096));
-    match r {
-        Err(FsError::WrongData(w)) => assert!(w.contains("/f"), "{w}"),
-        other => panic!("corruption not detected: {other:?}"),
+        // Before: it reads back.
+        d.session(End::Unmount, &mut |s| verify_file(s, "/f", &c, len, 4096))
+            .unwrap();
+        // Find the page holding the file's first 256 bytes (littlefs keeps a file's first block
+        // free of pointers, so they are page-aligned) and flip one bit in it.
+        let want = c.bytes(0, 256);
+        let page = {
+            let g = sim.lock().preset().geometry;
+            (0..g.total_pages())
+                .find(|&pg| sim.lock().raw_page(pg).map(|b| b == want).unwrap_or(false))
+                .expect("the file's page")
+        };
+        sim.lock().inject_bitflips(page, 1).unwrap();
+        let r = d.session(End::Unmount, &mut |s| verify_file(s, "/f", &c, len, 4096));
+        match r {
+            Err(FsError::WrongData(w)) => assert!(w.contains("/f"), "{w}"),
+            other => panic!("corruption not detected: {other:?}"),
+        }
     }
 }
 

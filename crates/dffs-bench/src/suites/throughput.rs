@@ -88,9 +88,15 @@ fn row(d: &dyn Driver, case: &str, dev: &str, bs: u64) -> Row {
 fn one(d: &mut dyn Driver, dev: &str, sizes: &[u64], total: u64) -> Vec<Row> {
     let mut rows = Vec::new();
     if let Err(e) = d.format() {
-        let mut r = row(d, "write_random", dev, sizes[0]);
-        r.fail(format!("format: {e}"));
-        return vec![r];
+        // A failure row for every case and size, so the report shows what did not run.
+        for &bs in sizes {
+            for case in ["write_random", "write_zero", "read_cold", "read_warm"] {
+                let mut r = row(d, case, dev, bs);
+                r.fail(format!("format: {e}"));
+                rows.push(r);
+            }
+        }
+        return rows;
     }
     let rnd = |bs: u64| Content {
         key: 0x7000 + bs,

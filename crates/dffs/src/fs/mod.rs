@@ -1250,7 +1250,10 @@ impl<F: Flash> Fs<F> {
         };
         let node = self.find_file_in_parent(parent, hash, ino)?;
         self.cache_file(node, false);
-        self.files.get_mut(&ino).map(|b| &mut **b).ok_or(Error::Corrupt)
+        self.files
+            .get_mut(&ino)
+            .map(|b| &mut **b)
+            .ok_or(Error::Corrupt)
     }
 
     /// Finds the inode node of `ino` among the slots of `parent` whose hash matches.
