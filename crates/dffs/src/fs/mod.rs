@@ -3,7 +3,7 @@
 //! Owns the mounted state: caches with their RAM budget, open files and their uncommitted
 //! overlays, the write-back data cache, the journal position, transactions, checkpoints, mount
 //! and replay, garbage collection scheduling. Every change is first expressed as a journal
-//! record and then applied by one function ([`Fs::apply`]) that replay after a power cut uses
+//! record and then applied by one function (`Fs::apply`) that replay after a power cut uses
 //! too. It must never touch the device except through the store.
 
 mod fsck;
