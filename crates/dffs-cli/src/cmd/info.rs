@@ -62,7 +62,7 @@ pub enum RamConfig {
 }
 
 impl RamConfig {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             RamConfig::Smallest => "smallest",
             RamConfig::Default => "default",
@@ -70,7 +70,7 @@ impl RamConfig {
         }
     }
 
-    fn config(self) -> Config {
+    pub(crate) fn config(self) -> Config {
         match self {
             RamConfig::Smallest => Config::smallest(),
             RamConfig::Default => Config::default(),

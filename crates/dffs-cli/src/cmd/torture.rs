@@ -15,6 +15,7 @@ use dffs_torture::{Failure, Options, Workload};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
+use super::info::RamConfig;
 use super::CliError;
 
 /// Exit status when a guarantee did not hold after some cut.
@@ -103,14 +104,14 @@ struct JsonReport {
 }
 
 fn config_named(name: &str) -> Result<Config, CliError> {
-    match name {
-        "smallest" => Ok(Config::smallest()),
-        "default" => Ok(Config::default()),
-        "fast" => Ok(Config::fast()),
-        _ => Err(CliError::msg(format!(
-            "unknown configuration '{name}' (smallest, default, fast)"
-        ))),
-    }
+    use clap::ValueEnum;
+    RamConfig::from_str(name, false)
+        .map(RamConfig::config)
+        .map_err(|_| {
+            CliError::msg(format!(
+                "unknown configuration '{name}' (smallest, default, fast)"
+            ))
+        })
 }
 
 /// Runs the campaign.
@@ -140,16 +141,12 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     if args.steps == 0 {
         return Err(CliError::msg("--steps must be at least 1"));
     }
-    let compression = match args.compress.as_str() {
-        "none" => 0,
-        "lz4" => 1,
-        "deflate" => 2,
-        other => {
-            return Err(CliError::msg(format!(
-                "unknown compression '{other}' (none, lz4, deflate)"
-            )))
-        }
-    };
+    let compression = dffs::compress::parse(&args.compress).ok_or_else(|| {
+        CliError::msg(format!(
+            "unknown compression '{}' (none, lz4, deflate)",
+            args.compress
+        ))
+    })?;
     let seeds = args.seeds.max(1);
     let options = |workload: Workload, seed: u64, cuts: u64| Options {
         preset,
