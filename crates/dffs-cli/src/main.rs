@@ -100,6 +100,23 @@ fn one_line_panics() {
 
 fn main() -> ExitCode {
     one_line_panics();
+    // Started by mount(8) (as /sbin/mount.fuse.dffs, or by mount.fuse3 as `dffs SOURCE DIR -o
+    // OPTIONS`): translate and mount, or remount.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let subcommands: Vec<String> = <Cli as clap::CommandFactory>::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .chain(["help".to_string()])
+        .collect();
+    if let Some(call) = cmd::mount_helper::detect(&argv, &subcommands) {
+        let stdout = io::stdout();
+        let mut out = stdout.lock();
+        let result = call
+            .map_err(CliError::msg)
+            .and_then(|call| cmd::mount_helper::run(&call, &mut out))
+            .and_then(|()| out.flush().map_err(CliError::from));
+        return report(result);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -137,6 +154,11 @@ fn main() -> ExitCode {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let result = run(cli, &mut out).and_then(|()| out.flush().map_err(CliError::from));
+    report(result)
+}
+
+/// The exit status of a command, and its one error line on stderr.
+fn report(result: Result<(), CliError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // A closed pipe (`dffs presets | head`) is not an error worth reporting.

@@ -218,3 +218,61 @@ fn read_only_and_bad_arguments() {
 fn libc_erofs() -> i32 {
     30
 }
+
+/// Whether this process is root (a remount needs it).
+fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn mount_helper_mounts_and_remounts() {
+    if !usable("mount_helper_mounts_and_remounts") {
+        return;
+    }
+    let (dir, img, mnt) = place();
+    let stats = dir.path().join("stats.json");
+    // As mount.fuse3 runs it for `mount -t fuse.dffs IMG MNT -o …`.
+    let opts = format!("rw,nosuid,subtype=dffs,stats={}", s(&stats));
+    dffs(&[s(&img), s(&mnt), "-o", &opts]).ok();
+    assert!(mounted(&mnt));
+    fs::write(mnt.join("before"), b"written read-write").unwrap();
+    if is_root() {
+        // `mount -o remount,ro MNT` passes the source as the mount table shows it.
+        let source = format!("dffs:{}", s(&img));
+        dffs(&[&source, s(&mnt), "-o", "rw,remount,ro"]).ok();
+        assert_eq!(
+            fs::write(mnt.join("during"), b"x")
+                .unwrap_err()
+                .raw_os_error(),
+            Some(libc_erofs())
+        );
+        assert_eq!(fs::read(mnt.join("before")).unwrap(), b"written read-write");
+        dffs(&[&source, s(&mnt), "-o", "remount,rw"]).ok();
+        fs::write(mnt.join("after"), b"read-write again").unwrap();
+    } else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: mount_helper_mounts_and_remounts: remount part (needs root)"
+        );
+    }
+    unmount(&mnt);
+    wait_until("the session writes its stats", || stats.exists());
+    let mut ls = String::new();
+    wait_until("the image is saved", || {
+        let r = dffs(&["ls", s(&img), "/"]);
+        ls = r.out();
+        r.code == 0 && !dffs_fuse::wal_path(&img).exists()
+    });
+    assert!(ls.contains("before"), "{ls}");
+    assert_eq!(ls.contains("after"), is_root(), "{ls}");
+    assert!(!ls.contains("during"), "{ls}");
+    // `-f` (fake) does nothing; a helper call without a mount point is an error.
+    dffs(&[s(&img), s(&mnt), "-f", "-o", "rw"]).ok();
+    assert!(!mounted(&mnt));
+    dffs(&[s(&img), "-o", "rw"]).fails_with("usage");
+}

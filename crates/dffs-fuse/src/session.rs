@@ -86,7 +86,6 @@ impl Session {
         let mut c = fuser::Config::default();
         c.mount_options = vec![
             MountOption::FSName(format!("dffs:{}", self.image.display())),
-            MountOption::Subtype("dffs".into()),
             // The kernel checks modes, owners and the sticky bit, as for any local file system.
             MountOption::DefaultPermissions,
             MountOption::NoDev,
@@ -102,6 +101,14 @@ impl Session {
         } else {
             SessionACL::Owner
         };
+        // The mount's type is `fuse.dffs`, so that mount(8) finds our helper for a remount
+        // (`mount -o remount,ro DIR`). fusermount3 takes the subtype as its own option; a
+        // root mount passes it to the kernel directly.
+        c.mount_options.push(if is_root() {
+            MountOption::CUSTOM("subtype=dffs".into())
+        } else {
+            MountOption::Subtype("dffs".into())
+        });
         c.n_threads = Some(1);
         c
     }

@@ -20,6 +20,7 @@ pub mod localfs;
 pub mod ls;
 pub mod mkdir;
 pub mod mount;
+pub mod mount_helper;
 pub mod mv;
 pub mod pack;
 pub mod presets;
