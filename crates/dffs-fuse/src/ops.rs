@@ -22,7 +22,7 @@ use fuser::{
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::errno::{errno, link_errno};
+use crate::errno::errno;
 use crate::image::ImageFlash;
 
 /// How long the kernel may trust a name or attributes we gave it. Only the kernel changes
@@ -598,9 +598,9 @@ impl Filesystem for DffsFuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let r = self.with(|fs, _| {
+        let r = self.change(false, |fs, _| {
             fs.link(ino(i)?, ino(newparent)?, newname.as_bytes())
-                .map_err(link_errno)
+                .map_err(errno)
         });
         match r {
             Ok(st) => reply.entry(&ENTRY_TTL, &self.attr(&st), self.generation(st.ino)),

@@ -236,11 +236,27 @@ fn errno_values_are_the_posix_ones() {
         errno(fs::rename(d.join("other"), d.join("dir"))),
         libc::ENOTEMPTY
     );
-    // No hard links: EPERM, as link(2) says for a file system without them.
+    // Hard links: one inode under two names; a directory cannot be linked (EPERM).
+    fs::hard_link(d.join("file"), d.join("dir/hl")).unwrap();
+    let (a, b) = (
+        fs::metadata(d.join("file")).unwrap(),
+        fs::metadata(d.join("dir/hl")).unwrap(),
+    );
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    fs::write(d.join("dir/hl"), b"through the link").unwrap();
+    assert_eq!(fs::read(d.join("file")).unwrap(), b"through the link");
+    fs::write(d.join("file"), b"hello").unwrap();
+    assert_eq!(fs::read(d.join("dir/hl")).unwrap(), b"hello");
     assert_eq!(
-        errno(fs::hard_link(d.join("file"), d.join("hl"))),
+        errno(fs::hard_link(d.join("dir"), d.join("dl"))),
         libc::EPERM
     );
+    assert_eq!(
+        errno(fs::hard_link(d.join("file"), d.join("dir/hl"))),
+        libc::EEXIST
+    );
+    fs::remove_file(d.join("dir/hl")).unwrap();
+    assert_eq!(fs::metadata(d.join("file")).unwrap().nlink(), 1);
     symlink("loop2", d.join("loop1")).unwrap();
     symlink("loop1", d.join("loop2")).unwrap();
     assert_eq!(errno(File::open(d.join("loop1"))), libc::ELOOP);

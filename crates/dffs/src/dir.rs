@@ -6,8 +6,8 @@
 //! table inside each page (open addressing, 8-byte slots: a pointer and a 32-bit key holding 31
 //! bits of name hash and a directory bit), linear hashing across bucket pages, readdir order and
 //! cookies, and the cache of directory pages with dirty pages pinned until written. A slot's
-//! pointer is a directory's inode number (logical, through the inode map) or a file inode node's
-//! address (physical). It must never read file inodes or compare names: callers resolve the
+//! pointer is a directory's inode number (logical, through the inode map), a file inode node's
+//! address (physical), or a hard-linked file's inode number (logical). It must never read file inodes or compare names: callers resolve the
 //! candidate slots it returns.
 
 use alloc::vec;
@@ -25,14 +25,17 @@ use crate::types::{Attrs, Ino};
 /// A directory slot: a pointer and a key. Empty slots have both all-ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot {
-    /// Child directory inode number (key bit 31 set) or file inode node address; in RAM only,
-    /// `PLACEHOLDER | ino` for a file whose inode is dirty in RAM.
+    /// Child directory inode number (key bit 31 set), file inode node address, or
+    /// `PLACEHOLDER | ino`: a logical pointer to a file, resolved through the inode cache or
+    /// map (in RAM for a file whose inode is dirty; on flash too for a file with hard links).
     pub ptr: u32,
     /// Bits 0..30: name hash; bit 31: the child is a directory.
     pub key: u32,
 }
 
-/// Pointer bit marking a RAM-only placeholder (never written to flash).
+/// Pointer bit marking a logical file pointer (`PLACEHOLDER | ino`). On flash only files with
+/// hard links have one; any other file's is replaced by its inode's address before its
+/// directory page is written.
 pub const PLACEHOLDER: u32 = 0x8000_0000;
 
 impl Slot {
@@ -53,7 +56,7 @@ impl Slot {
     pub fn hash(&self) -> u32 {
         self.key & 0x7FFF_FFFF
     }
-    /// Whether the pointer is a RAM placeholder for a dirty file inode.
+    /// Whether the pointer is logical (a dirty file inode, or a file with hard links).
     pub fn is_placeholder(&self) -> bool {
         !self.is_dir() && !self.is_empty() && self.ptr & PLACEHOLDER != 0
     }
@@ -295,9 +298,6 @@ impl DirRoot {
                     ptr: r.u32()?,
                     key: r.u32()?,
                 };
-                if s.is_placeholder() {
-                    return Err(Error::Corrupt);
-                }
                 embedded.push(s);
             }
             if count_used(&embedded) as u32 != entries {
@@ -762,9 +762,6 @@ impl Dirs {
                     ptr: r.u32()?,
                     key: r.u32()?,
                 };
-                if s.is_placeholder() {
-                    return Err(Error::Corrupt);
-                }
                 slots.push(s);
             }
             if count_used(&slots) as u32 != count {
@@ -1478,16 +1475,14 @@ impl Dirs {
     }
 
     /// Writes every dirty page of directory `ino` (buckets, then table pages, then the root)
-    /// and points the inode map at the new root. Placeholders must have been resolved.
+    /// and points the inode map at the new root. The placeholders left must be files with
+    /// hard links (logical pointers, resolved through the inode map); the caller checks.
     pub fn flush_dir<F: Flash>(
         &mut self,
         st: &mut Store<F>,
         map: &mut InodeMap,
         ino: Ino,
     ) -> Result<()> {
-        if !self.placeholders(ino).is_empty() {
-            return Err(Error::Corrupt);
-        }
         let p = self.p;
         // Buckets.
         while let Some(i) = self

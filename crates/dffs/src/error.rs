@@ -53,12 +53,18 @@ pub enum Error {
     PowerLoss,
     /// The device does not hold a DFFS file system, or one of another version (`EINVAL`).
     NoFileSystem,
+    /// The file has as many names as its inode node can hold (`EMLINK`).
+    TooManyLinks,
+    /// The operation is not permitted on this kind of file, e.g. a hard link to a directory
+    /// (`EPERM`).
+    NotPermitted,
 }
 
 impl Error {
     /// The Linux `errno` value for this error (positive).
     pub const fn errno(self) -> i32 {
         match self {
+            Error::NotPermitted => 1,
             Error::NotFound => 2,
             Error::Io | Error::Corrupt | Error::PowerLoss => 5,
             Error::BadHandle => 9,
@@ -73,6 +79,7 @@ impl Error {
             Error::TooBig => 27,
             Error::NoSpace => 28,
             Error::ReadOnly => 30,
+            Error::TooManyLinks => 31,
             Error::NameTooLong => 36,
             Error::NotEmpty => 39,
             Error::Loop => 40,
@@ -96,6 +103,8 @@ impl Error {
             Error::BadHandle => "bad file handle",
             Error::NotSupported => "operation not supported",
             Error::ReadOnly => "read-only file system",
+            Error::TooManyLinks => "too many links",
+            Error::NotPermitted => "operation not permitted",
             Error::TooBig => "file too large",
             Error::NoMemory => "RAM budget exhausted",
             Error::Busy => "resource busy",

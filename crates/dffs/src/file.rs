@@ -89,6 +89,11 @@ pub struct FileNode {
     pub node_addr: Addr,
     /// Its length in bytes (aligned).
     pub node_len: u32,
+    /// Indexed through the inode map ([`crate::map::MapEntry::Linked`]) rather than through
+    /// its parent's slot: set by the file's first hard link, and kept.
+    pub linked: bool,
+    /// The file's other names (directory, name), beyond `parent`/`name` (hard links).
+    pub links: Vec<(Ino, Vec<u8>)>,
 }
 
 impl FileNode {
@@ -103,7 +108,8 @@ impl FileNode {
         w.u32(self.parent);
         self.attrs.encode(w);
         w.u64(self.size);
-        let flags = c.inline.is_some() as u16 | (self.compression as u16) << 1;
+        let flags =
+            c.inline.is_some() as u16 | (self.compression as u16) << 1 | (self.linked as u16) << 3;
         w.u16(flags)
             .u8(self.name.len() as u8)
             .u8(c.depth)
@@ -116,6 +122,15 @@ impl FileNode {
         }
         if let Some(d) = &c.inline {
             w.bytes(d);
+        }
+        if self.linked {
+            if self.links.len() > LINKS_MAX {
+                return Err(Error::Invalid);
+            }
+            w.u8(self.links.len() as u8);
+            for (parent, name) in &self.links {
+                w.u32(*parent).u8(name.len() as u8).bytes(name);
+            }
         }
         Ok(nb)
     }
@@ -148,7 +163,7 @@ impl FileNode {
             || depth > MAX_DEPTH
             || ndirect > p.direct_ptrs as usize
             || compression > 2
-            || flags >> 3 != 0
+            || flags >> 4 != 0
         {
             return Err(Error::Corrupt);
         }
@@ -157,6 +172,23 @@ impl FileNode {
             direct.push(Addr(r.u32()?));
         }
         let data = r.take(inline_len)?.to_vec();
+        let linked = flags & 8 != 0;
+        let mut links = Vec::new();
+        if linked {
+            let n = r.u8()? as usize;
+            if n > LINKS_MAX {
+                return Err(Error::Corrupt);
+            }
+            for _ in 0..n {
+                let parent = r.u32()?;
+                let len = r.u8()? as usize;
+                let name = r.take(len)?.to_vec();
+                if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+                    return Err(Error::Corrupt);
+                }
+                links.push((parent, name));
+            }
+        }
         if r.remaining() != 0 {
             return Err(Error::Corrupt);
         }
@@ -190,14 +222,54 @@ impl FileNode {
             compression,
             node_addr: addr,
             node_len,
+            linked,
+            links,
         })
+    }
+
+    /// Bytes the file's names take in its inode node (the first name, and the list of the
+    /// others for a linked file).
+    pub fn names_len(&self) -> usize {
+        self.name.len()
+            + if self.linked {
+                1 + self.links.iter().map(|(_, n)| 5 + n.len()).sum::<usize>()
+            } else {
+                0
+            }
+    }
+
+    /// Number of names (hard links) the file has.
+    pub fn nlink(&self) -> u32 {
+        1 + self.links.len() as u32
+    }
+
+    /// All the file's names: (directory, name).
+    pub fn names(&self) -> impl Iterator<Item = (Ino, &[u8])> + '_ {
+        core::iter::once((self.parent, self.name.as_slice()))
+            .chain(self.links.iter().map(|(p, n)| (*p, n.as_slice())))
+    }
+
+    /// Whether one of the file's names is `name` in `parent`.
+    pub fn has_name(&self, parent: Ino, name: &[u8]) -> bool {
+        (self.parent == parent && self.name == name)
+            || self.links.iter().any(|(p, n)| *p == parent && n == name)
+    }
+
+    /// The largest node this file can need with names taking `names_len` bytes: its inline
+    /// content, or every direct pointer.
+    pub fn worst_len(&self, p: &Params, names_len: usize) -> u32 {
+        let content = match &self.content.inline {
+            Some(d) => d.len() as u32,
+            None => 4 * p.direct_ptrs,
+        };
+        NODE_HEADER + INODE_FIXED + names_len as u32 + content
     }
 
     /// Bytes of the encoded inode node.
     pub fn encoded_len(&self) -> u32 {
         NODE_HEADER
             + INODE_FIXED
-            + self.name.len() as u32
+            + self.names_len() as u32
             + 4 * self.content.direct.len() as u32
             + self
                 .content
@@ -208,7 +280,12 @@ impl FileNode {
     }
 }
 
-/// Largest inline content that still lets the inode node fit its limit with this name.
+/// Most names a file can have beyond its first (the node keeps the count in a byte; the
+/// names must also fit the node, which usually limits them first).
+pub const LINKS_MAX: usize = 255;
+
+/// Largest inline content that still lets the inode node fit its limit with names taking
+/// `name_len` bytes ([`FileNode::names_len`]).
 pub fn inline_limit(p: &Params, name_len: usize) -> usize {
     let max_node = p.dir_page;
     let room = max_node.saturating_sub(NODE_HEADER + INODE_FIXED + name_len as u32) as usize;

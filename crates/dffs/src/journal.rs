@@ -94,6 +94,19 @@ pub enum Record {
         /// Time of the change (parent mtime/ctime).
         time: Time,
     },
+    /// File `ino` got another name, `name` in `parent` (a hard link).
+    HardLink {
+        /// Transaction.
+        tid: Tid,
+        /// The file.
+        ino: Ino,
+        /// Directory of the new name.
+        parent: Ino,
+        /// The new name.
+        name: Vec<u8>,
+        /// Time of the change (the file's ctime, the directory's mtime and ctime).
+        time: Time,
+    },
     /// `ino` moved from (`old_parent`, key `old_key`) to (`new_parent`, `name`), replacing
     /// `victim` (0: none) if that name existed.
     Rename {
@@ -193,6 +206,7 @@ impl Record {
             Record::Commit { .. } => NodeType::JCommit,
             Record::TxCommit { .. } => NodeType::JTxCommit,
             Record::Remap { .. } => NodeType::JRemap,
+            Record::HardLink { .. } => NodeType::JHardLink,
         }
     }
 
@@ -201,6 +215,7 @@ impl Record {
         match self {
             Record::Create { tid, .. }
             | Record::Unlink { tid, .. }
+            | Record::HardLink { tid, .. }
             | Record::Rename { tid, .. }
             | Record::Setattr { tid, .. }
             | Record::Commit { tid, .. } => *tid,
@@ -213,6 +228,7 @@ impl Record {
         match self {
             Record::Create { ino, .. }
             | Record::Unlink { ino, .. }
+            | Record::HardLink { ino, .. }
             | Record::Rename { ino, .. }
             | Record::Setattr { ino, .. }
             | Record::Commit { ino, .. } => *ino,
@@ -252,6 +268,17 @@ impl Record {
             } => {
                 w.u64(*tid).u32(*parent).u32(*key).u8(*is_dir as u8);
                 time.encode(w);
+            }
+            Record::HardLink {
+                tid,
+                parent,
+                name,
+                time,
+                ..
+            } => {
+                w.u64(*tid).u32(*parent);
+                time.encode(w);
+                put_name(w, name);
             }
             Record::Rename {
                 tid,
@@ -368,6 +395,19 @@ impl Record {
                     is_dir,
                     parent,
                     key,
+                    time,
+                }
+            }
+            NodeType::JHardLink => {
+                let tid = r.u64()?;
+                let parent = r.u32()?;
+                let time = Time::decode(&mut r)?;
+                let name = get_name(&mut r)?;
+                Record::HardLink {
+                    tid,
+                    ino,
+                    parent,
+                    name,
                     time,
                 }
             }
@@ -527,6 +567,13 @@ mod tests {
         };
         roundtrip(Record::Session);
         roundtrip(Record::Link { prev: 3, next: 9 });
+        roundtrip(Record::HardLink {
+            tid: 2,
+            ino: 9,
+            parent: 4,
+            name: b"second name".to_vec(),
+            time: t,
+        });
         roundtrip(Record::Create {
             tid: 0,
             ino: 7,

@@ -35,6 +35,9 @@ pub enum MapEntry {
     },
     /// A file unlinked while open; freed when closed (or at the next mount).
     Orphan,
+    /// A file with hard links (it has, or had, more than one name): its inode node is at the
+    /// address (NONE: not written yet), and every name's slot points at it logically.
+    Linked(Addr),
 }
 
 impl MapEntry {
@@ -47,7 +50,13 @@ impl MapEntry {
                 2 << 62 | ((hash & 0x3FFF_FFFF) as u64) << 32 | parent as u64
             }
             MapEntry::Orphan => 3 << 62,
+            MapEntry::Linked(a) => 3 << 62 | 1 << 32 | a.0 as u64,
         }
+    }
+    /// Whether the entry is a named file (indexed through its parent or, with hard links,
+    /// through the map).
+    pub fn is_file(self) -> bool {
+        matches!(self, MapEntry::File { .. } | MapEntry::Linked(_))
     }
     /// Decodes 8 bytes.
     pub fn from_u64(v: u64) -> Result<MapEntry> {
@@ -59,6 +68,7 @@ impl MapEntry {
                 hash: (v >> 32) as u32 & 0x3FFF_FFFF,
             },
             3 if v == 3 << 62 => MapEntry::Orphan,
+            3 if v >> 32 & 0x3FFF_FFFF == 1 => MapEntry::Linked(Addr(v as u32)),
             _ => return Err(Error::Corrupt),
         })
     }

@@ -39,6 +39,8 @@ pub enum NodeType {
     JTxCommit = 0x17,
     /// Journal: a bad block was swapped for a spare.
     JRemap = 0x18,
+    /// Journal: a new name (hard link) for an existing file.
+    JHardLink = 0x19,
     /// Directory inode page (attributes, name, embedded buckets or bucket table).
     DirRoot = 0x20,
     /// Directory bucket page (the paper's virtual DirInode).
@@ -77,6 +79,7 @@ impl NodeType {
             0x16 => JCommit,
             0x17 => JTxCommit,
             0x18 => JRemap,
+            0x19 => JHardLink,
             0x20 => DirRoot,
             0x21 => DirBucket,
             0x22 => DirTable,

@@ -21,10 +21,13 @@ enum Node {
     Link(Vec<u8>),
 }
 
-/// The model: absolute paths ("/a/b") → node. The root is implicit.
+/// The model: absolute paths ("/a/b") → node. The root is implicit. Regular files have an
+/// identity too: hard links share it (and their content).
 #[derive(Clone, Debug, Default)]
 struct Model {
     nodes: BTreeMap<String, Node>,
+    ids: BTreeMap<String, u64>,
+    next_id: u64,
 }
 
 impl Model {
@@ -49,6 +52,27 @@ impl Model {
                 .map(|(k, _)| k.clone()),
         );
         v
+    }
+    /// Copies `path`'s content to every other name of the same file.
+    fn propagate(&mut self, path: &str) {
+        let Some(&id) = self.ids.get(path) else {
+            return;
+        };
+        let content = self.nodes[path].clone();
+        let others: Vec<String> = self
+            .ids
+            .iter()
+            .filter(|(k, v)| **v == id && k.as_str() != path)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for o in others {
+            self.nodes.insert(o, content.clone());
+        }
+    }
+    /// Forgets `path` (removed or replaced).
+    fn forget(&mut self, path: &str) {
+        self.nodes.remove(path);
+        self.ids.remove(path);
     }
     fn files(&self) -> Vec<String> {
         self.nodes
@@ -102,6 +126,7 @@ fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
     let rep = fs.fsck().unwrap_or_else(|e| panic!("{ctx}: fsck: {e:?}"));
     assert!(rep.is_clean(), "{ctx}: fsck: {:#?}", rep.errors);
     let mut seen = BTreeMap::new();
+    let mut file_inos: BTreeMap<String, (u32, u32)> = BTreeMap::new();
     let mut stack = vec![("/".to_string(), ROOT_INO)];
     while let Some((path, ino)) = stack.pop() {
         let mut ents = Vec::new();
@@ -144,6 +169,7 @@ fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
                     fs.close(fh)
                         .unwrap_or_else(|err| panic!("{ctx}: close {p}: {err:?}"));
                     assert_eq!(n as u64, st.size, "{ctx}: {p} read length");
+                    file_inos.insert(p.clone(), (st.ino, st.nlink));
                     buf.truncate(n);
                     seen.insert(p, Node::File(buf));
                 }
@@ -187,6 +213,20 @@ fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
             }
         }
         panic!("{ctx}: file system differs from the model");
+    }
+    // Names of one file lead to one inode, whose link count is the number of names.
+    for (path, id) in &m.ids {
+        let group: Vec<&String> = m
+            .ids
+            .iter()
+            .filter(|(_, v)| *v == id)
+            .map(|(k, _)| k)
+            .collect();
+        let (ino, nlink) = file_inos[path];
+        assert_eq!(nlink as usize, group.len(), "{ctx}: {path} link count");
+        for g in group {
+            assert_eq!(file_inos[g].0, ino, "{ctx}: {path} and {g} are one file");
+        }
     }
 }
 
@@ -271,7 +311,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
         }
         match op {
             // create
-            0..=11 => {
+            0..=9 => {
                 let dir = rng.pick(&m.dirs()).unwrap().clone();
                 let n = name(&mut rng);
                 let path = join(&dir, &n);
@@ -290,15 +330,55 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                 } else {
                     match r {
                         Ok(_) => {
-                            m.nodes.insert(path, Node::File(Vec::new()));
+                            m.nodes.insert(path.clone(), Node::File(Vec::new()));
+                            m.ids.insert(path, m.next_id);
+                            m.next_id += 1;
                         }
                         Err(Error::NoSpace) => nospace += 1,
                         Err(e) => panic!("{ctx}: create {path}: {e:?}"),
                     }
                 }
             }
+            // hard link
+            10..=13 => {
+                let Some(src) = rng.pick(&m.files()).cloned() else {
+                    continue;
+                };
+                let dir = rng.pick(&m.dirs()).unwrap().clone();
+                let n = name(&mut rng);
+                let path = join(&dir, &n);
+                let ino = resolve(&mut fs, &src)
+                    .unwrap_or_else(|e| panic!("{ctx}: resolve {src}: {e:?}"));
+                let pino = resolve(&mut fs, &dir)
+                    .unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
+                if trace() {
+                    eprintln!("  link {src} {path}");
+                }
+                let r = fs.link(ino, pino, n.as_bytes());
+                if m.nodes.contains_key(&path) {
+                    assert_eq!(
+                        r.err(),
+                        Some(Error::Exists),
+                        "{ctx}: link to existing {path}"
+                    );
+                } else {
+                    match r {
+                        Ok(st) => {
+                            assert_eq!(st.ino, ino, "{ctx}: link {path}");
+                            let content = m.nodes[&src].clone();
+                            let id = m.ids[&src];
+                            m.nodes.insert(path.clone(), content);
+                            m.ids.insert(path, id);
+                        }
+                        Err(Error::NoSpace) => nospace += 1,
+                        // The inode node holds as many names as fit.
+                        Err(Error::TooManyLinks) => {}
+                        Err(e) => panic!("{ctx}: link {src} {path}: {e:?}"),
+                    }
+                }
+            }
             // mkdir
-            12..=17 => {
+            14..=17 => {
                 let dir = rng.pick(&m.dirs()).unwrap().clone();
                 let n = name(&mut rng);
                 let path = join(&dir, &n);
@@ -369,6 +449,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                             }
                             c[off as usize..end].copy_from_slice(&d);
                         }
+                        m.propagate(&path);
                         if fsync {
                             fs.fsync(fh)
                                 .unwrap_or_else(|e| panic!("{ctx}: fsync: {e:?}"));
@@ -411,6 +492,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                         if let Some(Node::File(c)) = m.nodes.get_mut(&path) {
                             c.resize(size as usize, 0);
                         }
+                        m.propagate(&path);
                     }
                     Err(Error::NoSpace) => nospace += 1,
                     Err(e) => panic!("{ctx}: truncate {path}: {e:?}"),
@@ -435,7 +517,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     Node::Dir => assert_eq!(r, Err(Error::IsDir), "{ctx}: unlink dir {path}"),
                     _ => {
                         r.unwrap_or_else(|e| panic!("{ctx}: unlink {path}: {e:?}"));
-                        m.nodes.remove(&path);
+                        m.forget(&path);
                     }
                 }
             }
@@ -478,7 +560,8 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                 }
                 let r = fs.rename(sp, sn.as_bytes(), dp, dn.as_bytes());
                 let src_is_dir = m.nodes[&src] == Node::Dir;
-                let expect: Result<(), Error> = if src == dst {
+                let same_file = m.ids.contains_key(&src) && m.ids.get(&src) == m.ids.get(&dst);
+                let expect: Result<(), Error> = if src == dst || same_file {
                     Ok(())
                 } else if src_is_dir && (dst == src || dst.starts_with(&format!("{src}/"))) {
                     Err(Error::Invalid)
@@ -496,20 +579,25 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     (Err(Error::NoSpace), Ok(())) => nospace += 1,
                     _ => assert_eq!(r, expect, "{ctx}: rename {src} -> {dst}"),
                 }
-                if r.is_ok() && src != dst {
+                if r.is_ok() && src != dst && !same_file {
                     let moved: Vec<(String, Node)> = m
                         .nodes
                         .iter()
                         .filter(|(k, _)| **k == src || k.starts_with(&format!("{src}/")))
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect();
-                    m.nodes.remove(&dst);
+                    m.forget(&dst);
+                    let mut ids = Vec::new();
                     for (k, _) in &moved {
                         m.nodes.remove(k);
+                        if let Some(id) = m.ids.remove(k) {
+                            ids.push((format!("{dst}{}", &k[src.len()..]), id));
+                        }
                     }
                     for (k, v) in moved {
                         m.nodes.insert(format!("{dst}{}", &k[src.len()..]), v);
                     }
+                    m.ids.extend(ids);
                 }
             }
             // symlink

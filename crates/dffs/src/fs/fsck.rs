@@ -112,6 +112,8 @@ impl<F: Flash> Fs<F> {
         };
         // Directories, breadth first.
         let mut queue: VecDeque<(Ino, Ino, String, Vec<u8>)> = VecDeque::new();
+        // Linked inodes reached so far: (slots leading to them, names they list).
+        let mut linked_seen: BTreeMap<Ino, (u32, u32)> = BTreeMap::new();
         queue.push_back((ROOT_INO, ROOT_INO, String::from("/"), Vec::new()));
         while let Some((d, parent, path, name)) = queue.pop_front() {
             if !w.dirs.insert(d) {
@@ -206,11 +208,35 @@ impl<F: Flash> Fs<F> {
                 // A file.
                 let node: FileNode = if s.is_placeholder() {
                     let ino = s.ptr & !PLACEHOLDER;
-                    match self.files.get(&ino) {
-                        Some(c) => c.node.clone(),
-                        None => {
+                    match (self.files.get(&ino), self.map.get(&mut self.st, ino)?) {
+                        (Some(c), _) => {
+                            // A clean cached linked inode is live on flash.
+                            let n = c.node.clone();
+                            if !c.dirty && n.linked && !linked_seen.contains_key(&ino) {
+                                w.claim(n.node_addr, n.node_len, "inode node", &path);
+                            }
+                            n
+                        }
+                        (None, MapEntry::Linked(a)) if !a.is_none() => {
+                            match self.read_inode(a, 0) {
+                                Ok(n) => {
+                                    if !linked_seen.contains_key(&ino) {
+                                        w.claim(a, n.node_len, "inode node", &path);
+                                    }
+                                    n
+                                }
+                                Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                                Err(e) => {
+                                    w.rep.error(format!(
+                                    "{path}: inode node of linked inode {ino} at {a:?} unreadable ({e})"
+                                ));
+                                    continue;
+                                }
+                            }
+                        }
+                        (None, e) => {
                             w.rep.error(format!(
-                                "{path}: placeholder for inode {ino} with no inode in RAM"
+                                "{path}: logical slot for inode {ino}, which the inode map says is {e:?}"
                             ));
                             continue;
                         }
@@ -230,15 +256,33 @@ impl<F: Flash> Fs<F> {
                         }
                     }
                 };
-                let fpath = path_of(&path, &node.name);
-                if !names.insert(node.name.clone()) {
+                // The name this slot stands for.
+                let name: Vec<u8> = if node.linked {
+                    match node
+                        .names()
+                        .find(|(p, n)| *p == d && name_hash(n) == s.hash())
+                    {
+                        Some((_, n)) => n.to_vec(),
+                        None => {
+                            w.rep.error(format!(
+                                "{path}: a slot leads to linked inode {} with no name here of that hash",
+                                node.ino
+                            ));
+                            continue;
+                        }
+                    }
+                } else {
+                    node.name.clone()
+                };
+                let fpath = path_of(&path, &name);
+                if !names.insert(name.clone()) {
                     w.rep.error(format!("{fpath}: name appears twice"));
                 }
-                if name_hash(&node.name) != s.hash() {
+                if name_hash(&name) != s.hash() {
                     w.rep
                         .error(format!("{fpath}: slot hash does not match the name"));
                 }
-                if node.parent != d {
+                if !node.linked && node.parent != d {
                     w.rep
                         .error(format!("{fpath}: inode says its parent is {}", node.parent));
                 }
@@ -246,15 +290,36 @@ impl<F: Flash> Fs<F> {
                     w.rep
                         .error(format!("{fpath}: a file slot leads to a directory inode"));
                 }
-                let want = MapEntry::File {
-                    parent: d,
-                    hash: s.hash() & 0x3FFF_FFFF,
-                };
-                match self.map.get(&mut self.st, node.ino)? {
-                    e if e == want => {}
-                    e => w
-                        .rep
-                        .error(format!("{fpath}: inode map entry of {} is {e:?}", node.ino)),
+                if node.linked {
+                    if s.ptr != PLACEHOLDER | node.ino {
+                        w.rep.error(format!(
+                            "{fpath}: linked inode {} reached through a physical pointer",
+                            node.ino
+                        ));
+                    }
+                    match self.map.get(&mut self.st, node.ino)? {
+                        MapEntry::Linked(_) => {}
+                        e => w.rep.error(format!(
+                            "{fpath}: inode map entry of linked inode {} is {e:?}",
+                            node.ino
+                        )),
+                    }
+                    let seen = linked_seen.entry(node.ino).or_insert((0, node.nlink()));
+                    seen.0 += 1;
+                    if seen.0 > 1 {
+                        continue;
+                    }
+                } else {
+                    let want = MapEntry::File {
+                        parent: d,
+                        hash: s.hash() & 0x3FFF_FFFF,
+                    };
+                    match self.map.get(&mut self.st, node.ino)? {
+                        e if e == want => {}
+                        e => w
+                            .rep
+                            .error(format!("{fpath}: inode map entry of {} is {e:?}", node.ino)),
+                    }
                 }
                 if !w.files.insert(node.ino) {
                     w.rep
@@ -262,6 +327,14 @@ impl<F: Flash> Fs<F> {
                 }
                 w.rep.files += 1;
                 self.fsck_content(&mut w, &node, &fpath)?;
+            }
+        }
+        // A linked file is reached once per name it lists.
+        for (ino, (seen, nlink)) in &linked_seen {
+            if seen != nlink {
+                w.rep.error(format!(
+                    "linked inode {ino} lists {nlink} names but {seen} directory slots lead to it"
+                ));
             }
         }
         // Every inode map entry must have been reached.
@@ -280,7 +353,7 @@ impl<F: Flash> Fs<F> {
                 Ok(MapEntry::Dir(_)) if !w.dirs.contains(&ino) => w
                     .rep
                     .error(format!("directory inode {ino} is not reachable")),
-                Ok(MapEntry::File { .. }) if !w.files.contains(&ino) => {
+                Ok(MapEntry::File { .. } | MapEntry::Linked(_)) if !w.files.contains(&ino) => {
                     w.rep.error(format!("file inode {ino} is not reachable"))
                 }
                 Ok(MapEntry::Orphan) if !orphans.contains(&ino) => w

@@ -465,7 +465,7 @@ impl<F: Flash> Fs<F> {
             NodeType::Inode => {
                 let ino = h.ino;
                 match self.map.get(&mut self.st, ino)? {
-                    MapEntry::File { .. } => {
+                    MapEntry::File { .. } | MapEntry::Linked(_) => {
                         let c = match self.load_file(ino) {
                             Ok(c) => c,
                             Err(Error::Corrupt) | Err(Error::NotFound) => return Ok(()),
@@ -528,7 +528,7 @@ impl<F: Flash> Fs<F> {
                     }
                     return Ok(());
                 }
-                if !matches!(self.map.get(&mut self.st, ino)?, MapEntry::File { .. }) {
+                if !self.map.get(&mut self.st, ino)?.is_file() {
                     return Ok(());
                 }
                 let mut content = match self.load_file(ino) {
@@ -607,7 +607,7 @@ impl<F: Flash> Fs<F> {
         let content = match orphan {
             Some(n) => n.content,
             None => {
-                if !matches!(self.map.get(&mut self.st, ino)?, MapEntry::File { .. }) {
+                if !self.map.get(&mut self.st, ino)?.is_file() {
                     return Ok((false, ov));
                 }
                 match self.load_file(ino) {

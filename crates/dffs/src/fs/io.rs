@@ -250,7 +250,7 @@ impl<F: Flash> Fs<F> {
                         return Err(Error::IsDir);
                     }
                 }
-                MapEntry::File { .. } => {
+                MapEntry::File { .. } | MapEntry::Linked(_) => {
                     // Pipes, sockets and devices are the operating system's to open.
                     if fs.load_file(ino)?.node.attrs.is_special() {
                         return Err(Error::Invalid);
@@ -675,7 +675,7 @@ impl<F: Flash> Fs<F> {
         if end > p.max_file_size() {
             return Err(Error::TooBig);
         }
-        let name_len = self.committed(ino)?.name.len();
+        let name_len = self.committed(ino)?.names_len();
         let limit = inline_limit(&p, name_len) as u64;
         let now = self.now();
         let bs = p.data_block as u64;
@@ -1075,7 +1075,7 @@ impl<F: Flash> Fs<F> {
         let stride = Index::<F>::stride(&p);
         let now = self.now();
         let node = self.committed(ino)?;
-        let limit = inline_limit(&p, node.name.len()) as u64;
+        let limit = inline_limit(&p, node.names_len()) as u64;
         let cur = self.cur_size(ino)?;
         let ov = self.overlay(ino)?;
         ov.mtime = now;
@@ -1330,7 +1330,7 @@ impl<F: Flash> Fs<F> {
                 .ok_or(Error::Corrupt)?
         } else {
             match self.map.get(&mut self.st, ino)? {
-                MapEntry::File { .. } => {}
+                MapEntry::File { .. } | MapEntry::Linked(_) => {}
                 _ => return Err(Error::Corrupt),
             }
             self.make_dirty(ino)?;
@@ -1640,7 +1640,7 @@ impl<F: Flash> Fs<F> {
             .copied()
             .collect::<Vec<_>>()
             .into_iter()
-            .filter(|&i| !matches!(self.map.get(&mut self.st, i), Ok(MapEntry::File { .. })))
+            .filter(|&i| !matches!(self.map.get(&mut self.st, i), Ok(e) if e.is_file()))
             .collect();
         for i in stale {
             if let Some(o) = self.inos.get_mut(&i) {

@@ -962,8 +962,13 @@ impl<F: Flash> Fs<F> {
             let a = self.write_orphan_inode(ino)?;
             orphans.push((ino, a));
         }
-        // 2. Directories.
+        // 2. Directories. A placeholder left is a logical pointer: a file with hard links.
         for d in self.dirs.dirty_dirs() {
+            for ino in self.dirs.placeholders(d) {
+                if !matches!(self.map.get(&mut self.st, ino)?, MapEntry::Linked(_)) {
+                    return Err(Error::Corrupt);
+                }
+            }
             self.dirs.flush_dir(&mut self.st, &mut self.map, d)?;
         }
         // 3. Inode map.
@@ -1243,12 +1248,21 @@ impl<F: Flash> Fs<F> {
             c.used = t;
             return Ok(c);
         }
-        let (parent, hash) = match self.map.get(&mut self.st, ino)? {
-            MapEntry::File { parent, hash } => (parent, hash),
+        let node = match self.map.get(&mut self.st, ino)? {
+            MapEntry::File { parent, hash } => self.find_file_in_parent(parent, hash, ino)?,
+            MapEntry::Linked(a) => {
+                if a.is_none() {
+                    return Err(Error::Corrupt);
+                }
+                let node = self.read_inode(a, 0)?;
+                if node.ino != ino || !node.linked {
+                    return Err(Error::Corrupt);
+                }
+                node
+            }
             MapEntry::Dir(_) => return Err(Error::IsDir),
             _ => return Err(Error::NotFound),
         };
-        let node = self.find_file_in_parent(parent, hash, ino)?;
         self.cache_file(node, false);
         self.files
             .get_mut(&ino)
@@ -1323,13 +1337,20 @@ impl<F: Flash> Fs<F> {
         Err(Error::Corrupt)
     }
 
-    /// Marks a cached file inode dirty: its slot becomes a placeholder until it is written.
+    /// Marks a cached file inode dirty: its slot becomes a placeholder until it is written
+    /// (a linked file's slots are logical already; its map entry moves when it is written).
     pub(crate) fn make_dirty(&mut self, ino: Ino) -> Result<()> {
-        let (dirty, parent, name, orphan) = {
+        let (dirty, parent, name, linked) = {
             let c = self.load_file(ino)?;
-            (c.dirty, c.node.parent, c.node.name.clone(), false)
+            (c.dirty, c.node.parent, c.node.name.clone(), c.node.linked)
         };
-        if dirty || orphan {
+        if dirty {
+            return Ok(());
+        }
+        if linked {
+            if let Some(c) = self.files.get_mut(&ino) {
+                c.dirty = true;
+            }
             return Ok(());
         }
         let slot = self.file_slot(parent, &name, ino)?;
@@ -1364,6 +1385,14 @@ impl<F: Flash> Fs<F> {
         }
         node.node_addr = a;
         node.node_len = len;
+        if node.linked {
+            self.map.set(&mut self.st, ino, MapEntry::Linked(a))?;
+            if let Some(c) = self.files.get_mut(&ino) {
+                c.node = node;
+                c.dirty = false;
+            }
+            return Ok(());
+        }
         let key = name_key(&node.name, false);
         let parent = node.parent;
         self.dirs.replace_ptr(

@@ -111,7 +111,7 @@ impl<F: Flash> Fs<F> {
     pub(crate) fn expect_dir(&mut self, ino: Ino) -> Result<()> {
         match self.map.get(&mut self.st, ino)? {
             MapEntry::Dir(_) => Ok(()),
-            MapEntry::File { .. } | MapEntry::Orphan => Err(Error::NotDir),
+            MapEntry::File { .. } | MapEntry::Linked(_) | MapEntry::Orphan => Err(Error::NotDir),
             MapEntry::Free => Err(Error::NotFound),
         }
     }
@@ -144,15 +144,23 @@ impl<F: Flash> Fs<F> {
                     Err(e) => return Err(e),
                 }
             } else if s.is_placeholder() {
+                // A dirty inode (cached), or a file with hard links (through the inode map).
                 let ino = s.ptr & !PLACEHOLDER;
-                if let Some(c) = self.files.get(&ino) {
-                    if c.node.name == name {
-                        return Ok(Some(Found {
-                            slot: s,
-                            ino,
-                            is_dir: false,
-                        }));
+                let hit = match self.placeholder_file(ino) {
+                    Ok(Some(node)) => node.has_name(parent, name),
+                    Ok(None) => false,
+                    Err(Error::Corrupt) | Err(Error::Io) => {
+                        damaged = true;
+                        false
                     }
+                    Err(e) => return Err(e),
+                };
+                if hit {
+                    return Ok(Some(Found {
+                        slot: s,
+                        ino,
+                        is_dir: false,
+                    }));
                 }
             } else {
                 let node = match self.read_inode(Addr(s.ptr), 0) {
@@ -180,6 +188,20 @@ impl<F: Flash> Fs<F> {
             return Err(Error::Io);
         }
         Ok(None)
+    }
+
+    /// The inode a placeholder slot stands for: a dirty file in the cache, or a file with
+    /// hard links (loaded through the inode map); None for anything else.
+    fn placeholder_file(&mut self, ino: Ino) -> Result<Option<&FileNode>> {
+        if !self.files.contains_key(&ino) {
+            match self.map.get(&mut self.st, ino)? {
+                MapEntry::Linked(_) => {
+                    self.load_file(ino)?;
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok(self.files.get(&ino).map(|c| &c.node))
     }
 
     /// Looks `name` up in `parent`.
@@ -227,7 +249,7 @@ impl<F: Flash> Fs<F> {
                     rdev: 0,
                 })
             }
-            MapEntry::File { .. } | MapEntry::Orphan => {
+            MapEntry::File { .. } | MapEntry::Linked(_) | MapEntry::Orphan => {
                 let (attrs, mut size, nlink, rdev) =
                     match self.inos.get(&ino).and_then(|o| o.orphan.as_ref()) {
                         Some(n) => (n.attrs, n.size, 0, 0),
@@ -239,7 +261,7 @@ impl<F: Flash> Fs<F> {
                                 }
                                 _ => 0,
                             };
-                            (c.node.attrs, c.node.size, 1, rdev)
+                            (c.node.attrs, c.node.size, c.node.nlink(), rdev)
                         }
                     };
                 if attrs.is_special() {
@@ -411,9 +433,48 @@ impl<F: Flash> Fs<F> {
         })
     }
 
-    /// Hard links are not supported.
-    pub fn link(&mut self, _ino: Ino, _parent: Ino, _name: &[u8]) -> Result<Stat> {
-        Err(Error::NotSupported)
+    /// Gives file `ino` another name, `name` in `parent` (a hard link). The first link
+    /// moves the file from its parent's physical pointer to the inode map (every name's slot
+    /// then points at it logically). A directory cannot be linked (`NotPermitted`); a file
+    /// whose names no longer fit its inode node gets `TooManyLinks`.
+    pub fn link(&mut self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Stat> {
+        self.guard(|fs| {
+            fs.writable()?;
+            match fs.map.get(&mut fs.st, ino)? {
+                MapEntry::Dir(_) => return Err(Error::NotPermitted),
+                MapEntry::File { .. } | MapEntry::Linked(_) => {}
+                MapEntry::Orphan | MapEntry::Free => return Err(Error::NotFound),
+            }
+            fs.check_new_name(parent, name)?;
+            let p = fs.st.p;
+            let key = name_key(name, false);
+            let node = &fs.load_file(ino)?.node;
+            // Two names of one file with one hash in one directory would make identical
+            // slots; the chance is 2^-31 per pair, and the answer is EMLINK.
+            if node.links.len() >= crate::file::LINKS_MAX
+                || node
+                    .names()
+                    .any(|(d, n)| d == parent && name_key(n, false) == key)
+            {
+                return Err(Error::TooManyLinks);
+            }
+            let names_after = node.names_len() + usize::from(!node.linked) + 5 + name.len();
+            if node.worst_len(&p, names_after) > p.dir_page {
+                return Err(Error::TooManyLinks);
+            }
+            fs.meta_space()?;
+            let rec = Record::HardLink {
+                tid: fs.tx.unwrap_or(0),
+                ino,
+                parent,
+                name: name.to_vec(),
+                time: fs.now(),
+            };
+            fs.journal(&rec)?;
+            fs.apply(&rec)?;
+            fs.after_op()?;
+            fs.stat_inner(ino)
+        })
     }
 
     // ----- removal ----------------------------------------------------------------------
@@ -520,6 +581,26 @@ impl<F: Flash> Fs<F> {
                     _ => {}
                 }
             }
+            if !src.is_dir {
+                let p = fs.st.p;
+                let node = &fs.load_file(src.ino)?.node;
+                if node.linked {
+                    // The new name must fit the inode node beside the file's other names, and
+                    // not share its hash with another of them in the same directory.
+                    let key = name_key(new_name, false);
+                    if node.names().any(|(d, n)| {
+                        d == new_parent
+                            && name_key(n, false) == key
+                            && !(d == old_parent && n == old_name)
+                    }) {
+                        return Err(Error::TooManyLinks);
+                    }
+                    let names_after = node.names_len() - old_name.len() + new_name.len();
+                    if node.worst_len(&p, names_after) > p.dir_page {
+                        return Err(Error::NameTooLong);
+                    }
+                }
+            }
             fs.meta_space()?;
             let rec = Record::Rename {
                 tid: fs.tx.unwrap_or(0),
@@ -613,7 +694,7 @@ impl<F: Flash> Fs<F> {
             }
             match fs.map.get(&mut fs.st, ino)? {
                 MapEntry::Dir(_) => return Err(Error::IsDir),
-                MapEntry::File { .. } | MapEntry::Orphan => {}
+                MapEntry::File { .. } | MapEntry::Linked(_) | MapEntry::Orphan => {}
                 MapEntry::Free => return Err(Error::NotFound),
             }
             let rec = Record::Setattr {
@@ -636,7 +717,9 @@ impl<F: Flash> Fs<F> {
             }
             match fs.map.get(&mut fs.st, ino)? {
                 MapEntry::Dir(_) => Err(Error::IsDir),
-                MapEntry::File { .. } => Ok(fs.load_file(ino)?.node.compression),
+                MapEntry::File { .. } | MapEntry::Linked(_) => {
+                    Ok(fs.load_file(ino)?.node.compression)
+                }
                 _ => Err(Error::NotFound),
             }
         })
@@ -692,10 +775,28 @@ impl<F: Flash> Fs<F> {
                         Err(e) => return Err(e),
                     }
                 } else if s.is_placeholder() {
+                    // The name of this slot: a linked file's name in this directory with the
+                    // slot's hash (a file never has two names with one hash in a directory).
                     let i = s.ptr & !PLACEHOLDER;
-                    match self.files.get(&i) {
-                        Some(c) => (c.node.name.clone(), i, kind_of(c.node.attrs.mode)),
-                        None => continue,
+                    match self.placeholder_file(i) {
+                        Ok(Some(n)) => {
+                            match n
+                                .names()
+                                .find(|(d, nm)| *d == ino && name_key(nm, false) == s.key)
+                            {
+                                Some((_, nm)) => (nm.to_vec(), i, kind_of(n.attrs.mode)),
+                                None => {
+                                    damaged = true;
+                                    continue;
+                                }
+                            }
+                        }
+                        Ok(None) => continue,
+                        Err(Error::Corrupt) | Err(Error::Io) => {
+                            damaged = true;
+                            continue;
+                        }
+                        Err(e) => return Err(e),
                     }
                 } else {
                     match self.read_inode(Addr(s.ptr), 0) {
@@ -905,6 +1006,78 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
+    /// Moves file `ino` to logical indexing (its first hard link): its slot points at it
+    /// through the inode map from now on. Marks it dirty.
+    fn make_linked(&mut self, ino: Ino) -> Result<()> {
+        let (linked, parent, name, addr) = {
+            let c = self.load_file(ino)?;
+            (
+                c.node.linked,
+                c.node.parent,
+                c.node.name.clone(),
+                c.node.node_addr,
+            )
+        };
+        if linked {
+            return self.make_dirty(ino);
+        }
+        let slot = self.file_slot(parent, &name, ino)?;
+        if slot.ptr != PLACEHOLDER | ino {
+            self.dirs
+                .replace_ptr(&mut self.st, &mut self.map, parent, slot, PLACEHOLDER | ino)?;
+        }
+        self.map.set(&mut self.st, ino, MapEntry::Linked(addr))?;
+        let c = self.files.get_mut(&ino).ok_or(Error::Corrupt)?;
+        c.node.linked = true;
+        c.dirty = true;
+        Ok(())
+    }
+
+    /// Whether `ino` is a file with more than one name (removing one leaves the file).
+    fn has_other_names(&mut self, ino: Ino) -> Result<bool> {
+        let c = self.load_file(ino)?;
+        Ok(c.node.linked && c.node.nlink() > 1)
+    }
+
+    /// Renames or removes (`to` None) the name of linked file `ino` in `parent` whose hash
+    /// key is `key`; sets its ctime.
+    fn change_name(
+        &mut self,
+        ino: Ino,
+        parent: Ino,
+        key: u32,
+        to: Option<(Ino, &[u8])>,
+        time: Time,
+    ) -> Result<()> {
+        self.make_dirty(ino)?;
+        let c = self.files.get_mut(&ino).ok_or(Error::Corrupt)?;
+        let n = &mut c.node;
+        let i = n
+            .names()
+            .position(|(d, nm)| d == parent && name_key(nm, false) == key)
+            .ok_or(Error::Corrupt)?;
+        match (i, to) {
+            (0, Some((d, nm))) => {
+                n.parent = d;
+                n.name = nm.to_vec();
+            }
+            (i, Some((d, nm))) => n.links[i - 1] = (d, nm.to_vec()),
+            (0, None) => {
+                if n.links.is_empty() {
+                    return Err(Error::Corrupt);
+                }
+                let (d, nm) = n.links.remove(0);
+                n.parent = d;
+                n.name = nm;
+            }
+            (i, None) => {
+                n.links.remove(i - 1);
+            }
+        }
+        n.attrs.ctime = time;
+        Ok(())
+    }
+
     /// Applies a record to the RAM state. Live operations call it right after journaling the
     /// record; mount calls it for every committed record of the journal tail.
     pub(crate) fn apply(&mut self, rec: &Record) -> Result<()> {
@@ -961,6 +1134,8 @@ impl<F: Flash> Fs<F> {
                         compression: p.compression,
                         node_addr: Addr::NONE,
                         node_len: 0,
+                        linked: false,
+                        links: Vec::new(),
                     };
                     self.cache_file(node, true);
                     self.dirs.insert(
@@ -976,6 +1151,35 @@ impl<F: Flash> Fs<F> {
                 }
                 self.touch_dir(*parent, attrs.ctime)
             }
+            Record::HardLink {
+                ino,
+                parent,
+                name,
+                time,
+                ..
+            } => {
+                if !self.map.get(&mut self.st, *ino)?.is_file() {
+                    return Err(Error::Corrupt);
+                }
+                self.expect_dir(*parent)?;
+                self.make_linked(*ino)?;
+                let c = self.files.get_mut(ino).ok_or(Error::Corrupt)?;
+                if c.node.links.len() >= crate::file::LINKS_MAX {
+                    return Err(Error::Corrupt);
+                }
+                c.node.links.push((*parent, name.clone()));
+                c.node.attrs.ctime = *time;
+                self.dirs.insert(
+                    &mut self.st,
+                    &mut self.map,
+                    *parent,
+                    Slot {
+                        ptr: PLACEHOLDER | *ino,
+                        key: name_key(name, false),
+                    },
+                )?;
+                self.touch_dir(*parent, *time)
+            }
             Record::Unlink {
                 ino,
                 is_dir,
@@ -985,6 +1189,13 @@ impl<F: Flash> Fs<F> {
                 ..
             } => {
                 let slot = self.slot_of(*parent, *key, *ino, *is_dir)?;
+                if !*is_dir && self.has_other_names(*ino)? {
+                    // One name of several goes; the file stays.
+                    self.dirs
+                        .remove(&mut self.st, &mut self.map, *parent, slot)?;
+                    self.change_name(*ino, *parent, *key, None, *time)?;
+                    return self.touch_dir(*parent, *time);
+                }
                 let file = if *is_dir {
                     None
                 } else {
@@ -1014,8 +1225,12 @@ impl<F: Flash> Fs<F> {
                 time,
                 ..
             } => {
+                if *victim == *ino {
+                    return Err(Error::Corrupt);
+                }
                 let old_slot = self.slot_of(*old_parent, *old_key, *ino, *is_dir)?;
-                let moved = if *is_dir {
+                let linked = !*is_dir && self.load_file(*ino)?.node.linked;
+                let moved = if *is_dir || linked {
                     None
                 } else {
                     Some(self.take_file(*ino)?)
@@ -1023,7 +1238,8 @@ impl<F: Flash> Fs<F> {
                 if *victim != 0 {
                     let vkey = name_key(name, *victim_is_dir);
                     let vs = self.slot_of(*new_parent, vkey, *victim, *victim_is_dir)?;
-                    let vfile = if *victim_is_dir {
+                    let keep = !*victim_is_dir && self.has_other_names(*victim)?;
+                    let vfile = if *victim_is_dir || keep {
                         None
                     } else {
                         Some(self.take_file(*victim)?)
@@ -1031,6 +1247,9 @@ impl<F: Flash> Fs<F> {
                     self.dirs
                         .remove(&mut self.st, &mut self.map, *new_parent, vs)?;
                     match vfile {
+                        None if keep => {
+                            self.change_name(*victim, *new_parent, vkey, None, *time)?;
+                        }
                         None => {
                             self.dirs.destroy(&mut self.st, &mut self.map, *victim)?;
                             self.map.set(&mut self.st, *victim, MapEntry::Free)?;
@@ -1054,6 +1273,23 @@ impl<F: Flash> Fs<F> {
                         &mut self.map,
                         *new_parent,
                         Slot { ptr: *ino, key },
+                    )?;
+                } else if linked {
+                    self.change_name(
+                        *ino,
+                        *old_parent,
+                        *old_key,
+                        Some((*new_parent, name)),
+                        *time,
+                    )?;
+                    self.dirs.insert(
+                        &mut self.st,
+                        &mut self.map,
+                        *new_parent,
+                        Slot {
+                            ptr: PLACEHOLDER | *ino,
+                            key,
+                        },
                     )?;
                 } else {
                     let mut c = moved.ok_or(Error::Corrupt)?;
@@ -1121,7 +1357,7 @@ impl<F: Flash> Fs<F> {
                         apply_to(&mut r.attrs);
                         Ok(())
                     }
-                    MapEntry::File { .. } => {
+                    MapEntry::File { .. } | MapEntry::Linked(_) => {
                         self.make_dirty(*ino)?;
                         let c = self.load_file(*ino)?;
                         apply_to(&mut c.node.attrs);
