@@ -2,8 +2,8 @@
 //!
 //! Owns the mapping from library errors to one-line messages, and the few output helpers every
 //! subcommand shares (warnings, sizes, times). A subcommand must never print errors itself or
-//! exit the process: it returns a [`CliError`] and `main` reports it. Warnings (a hard link
-//! stored as a copy, a fifo skipped) are the only other lines a subcommand writes to stderr.
+//! exit the process: it returns a [`CliError`] and `main` reports it. Warnings (a fifo
+//! skipped) are the only other lines a subcommand writes to stderr.
 
 use std::fmt;
 use std::io;

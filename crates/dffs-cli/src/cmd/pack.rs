@@ -3,8 +3,8 @@
 //!
 //! Owns the walk of the source tree and the copy into the image: regular files, directories and
 //! symlinks with their modes, owners and access/modification times (the tree's root directory
-//! gives the image root its attributes). Files with several hard links are stored as
-//! independent copies and sockets, fifos and devices are skipped, each with a warning. It must
+//! gives the image root its attributes), and hard links (names of one file stay names of one
+//! file). Sockets, fifos and devices are skipped with a warning. It must
 //! never follow a symlink in the source, never pack the image into itself, and never write the
 //! image unless the whole tree went in.
 
@@ -50,6 +50,8 @@ enum Kind {
     Dir,
     File,
     Symlink(Vec<u8>),
+    /// Another name of the file of item `.0` (a hard link).
+    HardLink(usize),
 }
 
 /// One entry of the source tree, in an order where every directory comes before its contents.
@@ -101,7 +103,7 @@ struct Tree {
 /// stored as it is; `skip` are (device, inode) pairs never to pack (the image itself).
 fn scan(root: &Path, skip: &[(u64, u64)]) -> Result<Tree, CliError> {
     let mut tree = Tree::default();
-    let mut links: HashMap<(u64, u64), PathBuf> = HashMap::new();
+    let mut links: HashMap<(u64, u64), usize> = HashMap::new();
     let mut stack: Vec<(PathBuf, usize)> = vec![(root.to_path_buf(), TOP)];
     while let Some((dir, parent)) = stack.pop() {
         let rd = fs::read_dir(&dir).map_err(|e| CliError::local(&dir, &e))?;
@@ -126,23 +128,18 @@ fn scan(root: &Path, skip: &[(u64, u64)]) -> Result<Tree, CliError> {
                 tree.dirs += 1;
                 Kind::Dir
             } else if ft.is_file() {
-                if m.nlink() > 1 {
-                    let key = (m.dev(), m.ino());
-                    match links.get(&key) {
-                        Some(first) => warn(format_args!(
-                            "{} is a hard link to {}; DFFS has no hard links, so it is stored \
-                             as an independent copy",
-                            src.display(),
-                            first.display()
-                        )),
-                        None => {
-                            links.insert(key, src.clone());
+                let key = (m.dev(), m.ino());
+                match links.get(&key) {
+                    Some(&first) if m.nlink() > 1 => Kind::HardLink(first),
+                    _ => {
+                        if m.nlink() > 1 {
+                            links.insert(key, tree.items.len());
                         }
+                        tree.files += 1;
+                        tree.bytes += m.len();
+                        Kind::File
                     }
                 }
-                tree.files += 1;
-                tree.bytes += m.len();
-                Kind::File
             } else if ft.is_symlink() {
                 let target = fs::read_link(&src).map_err(|e| CliError::local(&src, &e))?;
                 tree.symlinks += 1;
@@ -256,6 +253,12 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
             Kind::Dir => s.fs().mkdir(parent, &it.name, a.mode, a.uid, a.gid),
             Kind::File => s.fs().create(parent, &it.name, a.mode, a.uid, a.gid),
             Kind::Symlink(target) => s.fs().symlink(parent, &it.name, target, a.uid, a.gid),
+            Kind::HardLink(first) => {
+                // The file's times are set once, through its first name.
+                let st = s.fs().link(inos[*first], parent, &it.name).map_err(fail)?;
+                inos[i] = st.ino;
+                continue;
+            }
         }
         .map_err(fail)?;
         inos[i] = st.ino;

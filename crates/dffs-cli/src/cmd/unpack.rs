@@ -62,6 +62,8 @@ struct Unpacker {
     s: Session,
     progress: Progress,
     visited: HashSet<Ino>,
+    /// Where the first name of each file with hard links was extracted.
+    linked: std::collections::HashMap<Ino, std::path::PathBuf>,
     failures: u64,
     files: u64,
     bytes: u64,
@@ -97,6 +99,14 @@ impl Unpacker {
     }
 
     fn file(&mut self, ino: Ino, path: &[u8], local: &Path, st: &Stat) -> Result<(), Fail> {
+        // Names of one file become names of one local file.
+        if st.nlink > 1 {
+            if let Some(first) = self.linked.get(&ino) {
+                fs::hard_link(first, local).map_err(|e| CliError::local(local, &e))?;
+                return Ok(());
+            }
+            self.linked.insert(ino, local.to_path_buf());
+        }
         let mut out = File::create_new(local).map_err(|e| CliError::local(local, &e))?;
         let fh = self
             .s
@@ -249,6 +259,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         s,
         progress: Progress::new(total, false, args.quiet),
         visited: HashSet::from([ROOT_INO]),
+        linked: std::collections::HashMap::new(),
         failures: 0,
         files: 0,
         bytes: 0,
