@@ -219,16 +219,6 @@ fn libc_erofs() -> i32 {
     30
 }
 
-/// Whether this process is root (a remount needs it).
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 #[test]
 fn mount_helper_mounts_and_remounts() {
     if !usable("mount_helper_mounts_and_remounts") {
@@ -241,7 +231,7 @@ fn mount_helper_mounts_and_remounts() {
     dffs(&[s(&img), s(&mnt), "-o", &opts]).ok();
     assert!(mounted(&mnt));
     fs::write(mnt.join("before"), b"written read-write").unwrap();
-    if is_root() {
+    if dffs_fuse::is_root() {
         // `mount -o remount,ro MNT` passes the source as the mount table shows it.
         let source = format!("dffs:{}", s(&img));
         dffs(&[&source, s(&mnt), "-o", "rw,remount,ro"]).ok();
@@ -269,7 +259,7 @@ fn mount_helper_mounts_and_remounts() {
         r.code == 0 && !dffs_fuse::wal_path(&img).exists()
     });
     assert!(ls.contains("before"), "{ls}");
-    assert_eq!(ls.contains("after"), is_root(), "{ls}");
+    assert_eq!(ls.contains("after"), dffs_fuse::is_root(), "{ls}");
     assert!(!ls.contains("during"), "{ls}");
     // `-f` (fake) does nothing; a helper call without a mount point is an error.
     dffs(&[s(&img), s(&mnt), "-f", "-o", "rw"]).ok();

@@ -104,6 +104,36 @@ fn kind_of(mode: u32) -> FileKind {
     }
 }
 
+/// Whether file `node` can take the name `name` in `parent` (a new hard link, or with
+/// `replacing` a rename of that name of a linked file): the names must fit the inode node
+/// beside its content (`NameTooLong` otherwise), and two names of one file in one directory
+/// must not share a hash, which would make identical slots (`TooManyLinks`; the chance is
+/// 2^-31 per pair).
+fn check_linked_name(
+    p: &crate::layout::Params,
+    node: &FileNode,
+    parent: Ino,
+    name: &[u8],
+    replacing: Option<(Ino, &[u8])>,
+) -> Result<()> {
+    let key = name_key(name, false);
+    if node
+        .names()
+        .any(|(d, n)| d == parent && name_key(n, false) == key && replacing != Some((d, n)))
+    {
+        return Err(Error::TooManyLinks);
+    }
+    let names_after = match replacing {
+        Some((_, old)) => node.names_len() - old.len() + name.len(),
+        // A first link adds the count byte of the list, every link a 5-byte name header.
+        None => node.names_len() + usize::from(!node.linked) + 5 + name.len(),
+    };
+    if node.worst_len(p, names_after) > p.dir_page {
+        return Err(Error::NameTooLong);
+    }
+    Ok(())
+}
+
 impl<F: Flash> Fs<F> {
     // ----- lookups ----------------------------------------------------------------------
 
@@ -447,21 +477,11 @@ impl<F: Flash> Fs<F> {
             }
             fs.check_new_name(parent, name)?;
             let p = fs.st.p;
-            let key = name_key(name, false);
             let node = &fs.load_file(ino)?.node;
-            // Two names of one file with one hash in one directory would make identical
-            // slots; the chance is 2^-31 per pair, and the answer is EMLINK.
-            if node.links.len() >= crate::file::LINKS_MAX
-                || node
-                    .names()
-                    .any(|(d, n)| d == parent && name_key(n, false) == key)
-            {
+            if node.links.len() >= crate::file::LINKS_MAX {
                 return Err(Error::TooManyLinks);
             }
-            let names_after = node.names_len() + usize::from(!node.linked) + 5 + name.len();
-            if node.worst_len(&p, names_after) > p.dir_page {
-                return Err(Error::TooManyLinks);
-            }
+            check_linked_name(&p, node, parent, name, None).map_err(|_| Error::TooManyLinks)?;
             fs.meta_space()?;
             let rec = Record::HardLink {
                 tid: fs.tx.unwrap_or(0),
@@ -585,20 +605,8 @@ impl<F: Flash> Fs<F> {
                 let p = fs.st.p;
                 let node = &fs.load_file(src.ino)?.node;
                 if node.linked {
-                    // The new name must fit the inode node beside the file's other names, and
-                    // not share its hash with another of them in the same directory.
-                    let key = name_key(new_name, false);
-                    if node.names().any(|(d, n)| {
-                        d == new_parent
-                            && name_key(n, false) == key
-                            && !(d == old_parent && n == old_name)
-                    }) {
-                        return Err(Error::TooManyLinks);
-                    }
-                    let names_after = node.names_len() - old_name.len() + new_name.len();
-                    if node.worst_len(&p, names_after) > p.dir_page {
-                        return Err(Error::NameTooLong);
-                    }
+                    let replacing = Some((old_parent, old_name));
+                    check_linked_name(&p, node, new_parent, new_name, replacing)?;
                 }
             }
             fs.meta_space()?;
@@ -1274,37 +1282,24 @@ impl<F: Flash> Fs<F> {
                         *new_parent,
                         Slot { ptr: *ino, key },
                     )?;
-                } else if linked {
-                    self.change_name(
-                        *ino,
-                        *old_parent,
-                        *old_key,
-                        Some((*new_parent, name)),
-                        *time,
-                    )?;
-                    self.dirs.insert(
-                        &mut self.st,
-                        &mut self.map,
-                        *new_parent,
-                        Slot {
-                            ptr: PLACEHOLDER | *ino,
-                            key,
-                        },
-                    )?;
                 } else {
-                    let mut c = moved.ok_or(Error::Corrupt)?;
-                    c.node.parent = *new_parent;
-                    c.node.name = name.clone();
-                    c.node.attrs.ctime = *time;
-                    self.cache_file(c.node, true);
-                    self.map.set(
-                        &mut self.st,
-                        *ino,
-                        MapEntry::File {
+                    if linked {
+                        // One name in the inode's list changes; the map entry stays Linked.
+                        let to = Some((*new_parent, name.as_slice()));
+                        self.change_name(*ino, *old_parent, *old_key, to, *time)?;
+                    } else {
+                        let mut c = moved.ok_or(Error::Corrupt)?;
+                        c.node.parent = *new_parent;
+                        c.node.name = name.clone();
+                        c.node.attrs.ctime = *time;
+                        self.cache_file(c.node, true);
+                        let hash = key & 0x3FFF_FFFF;
+                        let entry = MapEntry::File {
                             parent: *new_parent,
-                            hash: key & 0x3FFF_FFFF,
-                        },
-                    )?;
+                            hash,
+                        };
+                        self.map.set(&mut self.st, *ino, entry)?;
+                    }
                     self.dirs.insert(
                         &mut self.st,
                         &mut self.map,
