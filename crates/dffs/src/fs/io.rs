@@ -711,7 +711,6 @@ impl<F: Flash> Fs<F> {
                 self.dcache.put(ino, b as u32, blk, true);
             }
         }
-        let node = self.committed(ino)?;
         let mut pos = off;
         let mut i = 0usize;
         while i < data.len() {
@@ -721,6 +720,9 @@ impl<F: Flash> Fs<F> {
             let mut blk = if take == bs as usize {
                 vec![0u8; bs as usize]
             } else {
+                // The committed inode as it is now: writing back earlier blocks of this write
+                // may have run garbage collection, which moves the file's blocks and index.
+                let node = self.committed(ino)?;
                 self.get_block(ino, &node, b)?
             };
             blk[in_b..in_b + take].copy_from_slice(&data[i..i + take]);
