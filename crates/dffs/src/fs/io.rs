@@ -684,9 +684,11 @@ impl<F: Flash> Fs<F> {
         let last_b = (end - 1) / bs;
         let need = (last_b - first_b + 1) * bs;
         self.ensure_space(need)?;
-        // Room for writing it all back, so a write either happens whole or not at all.
-        let dirty = self.dcache.dirty_count() as u64 * bs;
-        self.ensure_blocks((need + dirty).div_ceil(p.geometry.block_size() as u64) as u32)?;
+        // Room for writing it all back, so a write either happens whole or not at all: the
+        // blocks as flush_blocks will write them (each with its data node header on NOR).
+        let blocks = need / bs + self.dcache.dirty_count() as u64;
+        let bytes = blocks * (bs + DATA_HEADER as u64);
+        self.ensure_blocks(bytes.div_ceil(p.geometry.block_size() as u64) as u32)?;
         let ov = self.overlay(ino)?;
         ov.mtime = now;
         ov.ctime = now;
