@@ -7,7 +7,7 @@
  *      cache size overridable). A zeroed struct plus callbacks and geometry is valid.
  *   2. dffs_format(&cfg) once, then dffs_mount(&fs, &cfg). Keep cfg alive until unmount.
  *   3. dffs_file_open / _read / _write / _seek / _sync / _close, dffs_mkdir, dffs_remove,
- *      dffs_rename, dffs_stat, dffs_dir_open / _read / _close, dffs_sync, dffs_statfs,
+ *      dffs_rename, dffs_link, dffs_stat, dffs_dir_open / _read / _close, dffs_sync, dffs_statfs,
  *      dffs_tx_begin / _commit / _abort.
  *   4. dffs_unmount(fs).
  *
@@ -41,6 +41,9 @@ struct dffs_config;
 
 // Success.
 #define DFFS_ERR_OK 0
+
+// Operation not permitted (`dffs_link` of a directory).
+#define DFFS_ERR_PERM -1
 
 // No such file or directory.
 #define DFFS_ERR_NOENT -2
@@ -84,6 +87,9 @@ struct dffs_config;
 
 // Read-only file system.
 #define DFFS_ERR_ROFS -30
+
+// The file has as many names as it can hold (`dffs_link`).
+#define DFFS_ERR_MLINK -31
 
 // A name is longer than `DFFS_NAME_MAX` bytes.
 #define DFFS_ERR_NAMETOOLONG -36
@@ -229,8 +235,8 @@ typedef struct dffs_info {
   uint32_t mode;
   // Inode number.
   uint32_t ino;
-  // Reserved (0).
-  uint32_t reserved;
+  // Number of names (hard links) of a file; for a directory, 2 plus its subdirectories.
+  uint32_t nlink;
   // Size in bytes (for an open file: including its uncommitted writes).
   uint64_t size;
   // Modification time, seconds since 1970.
@@ -545,6 +551,14 @@ int dffs_remove(struct dffs_t *fs, const char *path);
 // # Safety
 // As `dffs_mkdir`, for both paths.
 int dffs_rename(struct dffs_t *fs, const char *oldpath, const char *newpath);
+
+// Gives the file at `oldpath` another name, `newpath` (a hard link): both names then lead
+// to one file. `DFFS_ERR_PERM` for a directory, `DFFS_ERR_EXIST` if `newpath` exists,
+// `DFFS_ERR_MLINK` when the file's names fill its inode node.
+//
+// # Safety
+// As `dffs_mkdir`, for both paths.
+int dffs_link(struct dffs_t *fs, const char *oldpath, const char *newpath);
 
 // Fills `info` with what `path` is.
 //

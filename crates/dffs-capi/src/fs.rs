@@ -83,7 +83,7 @@ pub(crate) fn fill_info(info: &mut dffs_info, st: &Stat, name: &[u8]) {
     };
     info.mode = st.mode;
     info.ino = st.ino;
-    info.reserved = 0;
+    info.nlink = st.nlink;
     info.size = st.size;
     info.mtime = st.mtime.secs;
     let n = name.len().min(DFFS_NAME_MAX);
@@ -238,6 +238,28 @@ pub unsafe extern "C" fn dffs_rename(
     }
 }
 
+/// Gives the file at `oldpath` another name, `newpath` (a hard link): both names then lead
+/// to one file. `DFFS_ERR_PERM` for a directory, `DFFS_ERR_EXIST` if `newpath` exists,
+/// `DFFS_ERR_MLINK` when the file's names fill its inode node.
+///
+/// # Safety
+/// As `dffs_mkdir`, for both paths.
+#[no_mangle]
+pub unsafe extern "C" fn dffs_link(
+    fs: *mut dffs_t,
+    oldpath: *const c_char,
+    newpath: *const c_char,
+) -> c_int {
+    // SAFETY: forwarded from our caller.
+    unsafe {
+        run0(fs, |h| {
+            let ino = h.fs.resolve(path(oldpath)?)?;
+            let (np, nn) = h.fs.resolve_parent(path(newpath)?)?;
+            h.fs.link(ino, np, nn).map(|_| ())
+        })
+    }
+}
+
 /// Fills `info` with what `path` is.
 ///
 /// # Safety
@@ -388,6 +410,8 @@ pub extern "C" fn dffs_strerror(err: c_int) -> *const c_char {
         DFFS_ERR_FBIG => c"file too large",
         DFFS_ERR_NOSPC => c"no space left on device",
         DFFS_ERR_ROFS => c"read-only file system",
+        DFFS_ERR_MLINK => c"too many links",
+        DFFS_ERR_PERM => c"operation not permitted",
         DFFS_ERR_NAMETOOLONG => c"file name too long",
         DFFS_ERR_NOTEMPTY => c"directory not empty",
         DFFS_ERR_LOOP => c"too many levels of symbolic links",

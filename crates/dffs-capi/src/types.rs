@@ -10,6 +10,8 @@ use core::ffi::{c_char, c_int, c_void};
 
 /// Success.
 pub const DFFS_ERR_OK: c_int = 0;
+/// Operation not permitted (`dffs_link` of a directory).
+pub const DFFS_ERR_PERM: c_int = -1;
 /// No such file or directory.
 pub const DFFS_ERR_NOENT: c_int = -2;
 /// Input/output error: the flash failed, the data on it is corrupted, or the device lost power
@@ -39,6 +41,8 @@ pub const DFFS_ERR_FBIG: c_int = -27;
 pub const DFFS_ERR_NOSPC: c_int = -28;
 /// Read-only file system.
 pub const DFFS_ERR_ROFS: c_int = -30;
+/// The file has as many names as it can hold (`dffs_link`).
+pub const DFFS_ERR_MLINK: c_int = -31;
 /// A name is longer than `DFFS_NAME_MAX` bytes.
 pub const DFFS_ERR_NAMETOOLONG: c_int = -36;
 /// Directory not empty.
@@ -314,7 +318,7 @@ pub const DFFS_TYPE_SYMLINK: u32 = 3;
 
 /// What `dffs_stat` and `dffs_dir_read` report about a file or directory.
 ///
-/// cbindgen:field-names=[type, mode, ino, reserved, size, mtime, name]
+/// cbindgen:field-names=[type, mode, ino, nlink, size, mtime, name]
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct dffs_info {
@@ -324,8 +328,8 @@ pub struct dffs_info {
     pub mode: u32,
     /// Inode number.
     pub ino: u32,
-    /// Reserved (0).
-    pub reserved: u32,
+    /// Number of names (hard links) of a file; for a directory, 2 plus its subdirectories.
+    pub nlink: u32,
     /// Size in bytes (for an open file: including its uncommitted writes).
     pub size: u64,
     /// Modification time, seconds since 1970.

@@ -314,6 +314,34 @@ static void test_transactions(dffs_t *fs) {
     CHECK_EQ(dffs_sync(fs), 0);
 }
 
+/* Hard links: two names of one file, and the errors. */
+static void test_links(dffs_t *fs) {
+    dffs_file_t f;
+    dffs_info a, b;
+    char buf[8];
+    CHECK_EQ(dffs_file_open(fs, &f, "/linked", DFFS_O_WRONLY | DFFS_O_CREAT), 0);
+    CHECK_EQ(dffs_file_write(fs, &f, "shared", 6), 6);
+    CHECK_EQ(dffs_file_close(fs, &f), 0);
+    CHECK_EQ(dffs_link(fs, "/linked", "/d/second"), 0);
+    CHECK_EQ(dffs_stat(fs, "/linked", &a), 0);
+    CHECK_EQ(dffs_stat(fs, "/d/second", &b), 0);
+    CHECK_EQ(a.ino, b.ino);
+    CHECK_EQ(a.nlink, 2);
+    CHECK_EQ(dffs_file_open(fs, &f, "/d/second", DFFS_O_RDONLY), 0);
+    CHECK_EQ(dffs_file_read(fs, &f, buf, sizeof buf), 6);
+    CHECK(memcmp(buf, "shared", 6) == 0);
+    CHECK_EQ(dffs_file_close(fs, &f), 0);
+    CHECK_EQ(dffs_link(fs, "/d", "/d-again"), DFFS_ERR_PERM);
+    CHECK_EQ(dffs_link(fs, "/linked", "/d/second"), DFFS_ERR_EXIST);
+    CHECK_EQ(dffs_link(fs, "/missing", "/x"), DFFS_ERR_NOENT);
+    CHECK(strcmp(dffs_strerror(DFFS_ERR_MLINK), "too many links") == 0);
+    CHECK_EQ(dffs_remove(fs, "/linked"), 0);
+    CHECK_EQ(dffs_stat(fs, "/d/second", &b), 0);
+    CHECK_EQ(b.nlink, 1);
+    CHECK_EQ(b.size, 6);
+    CHECK_EQ(dffs_remove(fs, "/d/second"), 0);
+}
+
 /* Fills the device until ENOSPC, then checks that deleting makes room again. */
 static void test_full(dffs_t *fs, uint64_t capacity) {
     dffs_file_t f;
@@ -418,6 +446,7 @@ static void run_device(const char *name, ramflash *rf) {
 
     test_files(fs);
     test_transactions(fs);
+    test_links(fs);
     int64_t ram = dffs_ram_bytes(fs);
     CHECK(ram > 0);
     printf("[%s] ram_estimate %lld, ram_bytes %lld, heap peak %zu\n", name, (long long)est,
