@@ -39,7 +39,7 @@ fn a_short_campaign_verifies_the_cuts_it_was_asked_for_on_nand_and_nor() {
             .iter()
             .map(|r| r["workload"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["mixed", "churn", "log", "full", "large"]);
+        assert_eq!(names, ["mixed", "churn", "log", "full", "large", "links"]);
         let sum: u64 = rows.iter().map(|r| r["cuts"].as_u64().unwrap()).sum();
         assert_eq!(sum, 40, "the rows add up to the total");
         for r in rows {

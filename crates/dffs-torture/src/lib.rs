@@ -40,16 +40,20 @@ pub enum Workload {
     Full,
     /// Large files rewritten at random offsets and truncated.
     Large,
+    /// Hard links: files given more names across directories, written through one name,
+    /// renamed and removed name by name.
+    Links,
 }
 
 impl Workload {
     /// All workloads.
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::Mixed,
         Workload::Churn,
         Workload::Log,
         Workload::Full,
         Workload::Large,
+        Workload::Links,
     ];
 
     /// Parses a workload name.
@@ -60,6 +64,7 @@ impl Workload {
             "log" => Workload::Log,
             "full" => Workload::Full,
             "large" => Workload::Large,
+            "links" => Workload::Links,
             _ => return None,
         })
     }
@@ -72,6 +77,7 @@ impl Workload {
             Workload::Log => "log",
             Workload::Full => "full",
             Workload::Large => "large",
+            Workload::Links => "links",
         }
     }
 }
@@ -485,6 +491,31 @@ impl Exec {
         Ok(())
     }
 
+    fn link_any(&mut self) -> Step {
+        let Some(src) = self.rng.pick(&self.model.files()) else {
+            return self.create(false);
+        };
+        let dd = self
+            .rng
+            .pick(&self.model.dirs())
+            .unwrap_or_else(|| "/".into());
+        let dst = join(&dd, &self.name());
+        let mut after = self.model.clone();
+        let want = after.link(&src, &dst);
+        let ino = self.ino(&src)?;
+        let (dd, dn) = split(&dst);
+        let dp = self.ino(dd)?;
+        let got = self.fs().link(ino, dp, dn.as_bytes()).map(|_| ());
+        // The names a file can hold depend on their lengths: the model does not predict it.
+        if got == Err(Error::TooManyLinks) && want.is_ok() {
+            return Ok(());
+        }
+        if self.check(&format!("link {src} {dst}"), got, want, after)? {
+            self.committed();
+        }
+        Ok(())
+    }
+
     fn truncate_any(&mut self) -> Step {
         let Some(path) = self.rng.pick(&self.model.files()) else {
             return Ok(());
@@ -763,6 +794,18 @@ impl Exec {
                 70..=84 => self.unlink_any(),
                 85..=92 => self.truncate_any(),
                 _ => self.sync(),
+            },
+            Workload::Links => match r {
+                0..=14 => self.create(false),
+                15..=19 => self.create(true),
+                20..=39 => self.link_any(),
+                40..=54 => self.random_write(),
+                55..=59 => self.truncate_any(),
+                60..=71 => self.unlink_any(),
+                72..=83 => self.rename_any(),
+                84..=89 => self.transaction(),
+                90..=95 => self.sync(),
+                _ => self.remount(),
             },
             Workload::Large => match r {
                 0..=4 => self.create(false),

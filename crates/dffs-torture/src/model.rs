@@ -4,7 +4,7 @@
 //! Owns what "the right answer" is. It must never call anything but the public DFFS API when
 //! reading a file system, so a model mismatch always means a file-system bug (or a model bug).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use dffs::{Error, FileKind, Flash, Fs, OpenFlags, ROOT_INO};
 
@@ -19,12 +19,24 @@ pub enum Node {
     Link(Vec<u8>),
 }
 
-/// A whole tree: absolute path ("/a/b") → node. The root is implicit.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A whole tree: absolute path ("/a/b") → node. The root is implicit. Names of one file (hard
+/// links) share an identity in `files`; two models are equal when their nodes are and the
+/// same names are names of one file (whatever the identities' numbers).
+#[derive(Clone, Debug, Default)]
 pub struct Model {
     /// Every path except the root.
     pub nodes: BTreeMap<String, Node>,
+    /// Identity of regular files that have had more than one name: path → file.
+    pub files: BTreeMap<String, u64>,
 }
+
+impl PartialEq for Model {
+    fn eq(&self, other: &Model) -> bool {
+        self.nodes == other.nodes && self.link_groups() == other.link_groups()
+    }
+}
+
+impl Eq for Model {}
 
 /// Joins a directory path and a name.
 pub fn join(dir: &str, name: &str) -> String {
@@ -45,6 +57,49 @@ pub fn split(path: &str) -> (&str, &str) {
 }
 
 impl Model {
+    /// The sets of names that are names of one file (two or more).
+    pub fn link_groups(&self) -> BTreeSet<BTreeSet<String>> {
+        let mut by_id: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+        for (p, id) in &self.files {
+            by_id.entry(*id).or_default().insert(p.clone());
+        }
+        by_id.into_values().filter(|g| g.len() > 1).collect()
+    }
+
+    /// Copies `path`'s content to its other names.
+    fn propagate(&mut self, path: &str) {
+        let Some(&id) = self.files.get(path) else {
+            return;
+        };
+        let content = self.nodes[path].clone();
+        for (p, i) in &self.files {
+            if *i == id && p != path {
+                self.nodes.insert(p.clone(), content.clone());
+            }
+        }
+    }
+
+    /// Result of `link` (a new name `dst` for the regular file `src`).
+    pub fn link(&mut self, src: &str, dst: &str) -> Result<(), Error> {
+        let content = match self.nodes.get(src) {
+            Some(Node::Dir) => return Err(Error::NotPermitted),
+            Some(n) => n.clone(),
+            None => return Err(Error::NotFound),
+        };
+        let (dir, _) = split(dst);
+        if !self.is_dir(dir) {
+            return Err(Error::NotFound);
+        }
+        if self.nodes.contains_key(dst) {
+            return Err(Error::Exists);
+        }
+        let next = self.files.values().max().map_or(0, |m| m + 1);
+        let id = *self.files.entry(src.to_string()).or_insert(next);
+        self.files.insert(dst.to_string(), id);
+        self.nodes.insert(dst.to_string(), content);
+        Ok(())
+    }
+
     /// Every directory, root first.
     pub fn dirs(&self) -> Vec<String> {
         let mut v = vec!["/".to_string()];
@@ -115,6 +170,7 @@ impl Model {
                     c.resize(end, 0);
                 }
                 c[off as usize..end].copy_from_slice(data);
+                self.propagate(path);
                 Ok(())
             }
             Some(Node::Dir) => Err(Error::IsDir),
@@ -127,6 +183,7 @@ impl Model {
         match self.nodes.get_mut(path) {
             Some(Node::File(c)) => {
                 c.resize(size as usize, 0);
+                self.propagate(path);
                 Ok(())
             }
             Some(Node::Dir) => Err(Error::IsDir),
@@ -140,6 +197,7 @@ impl Model {
             Some(Node::Dir) => Err(Error::IsDir),
             Some(_) => {
                 self.nodes.remove(path);
+                self.files.remove(path);
                 Ok(())
             }
             None => Err(Error::NotFound),
@@ -166,7 +224,10 @@ impl Model {
         if !self.is_dir(dd) {
             return Err(Error::NotFound);
         }
-        if src == dst {
+        // Renaming a name onto another name of the same file does nothing (POSIX).
+        if src == dst
+            || (self.files.contains_key(src) && self.files.get(src) == self.files.get(dst))
+        {
             return Ok(());
         }
         let src_is_dir = s == Node::Dir;
@@ -186,11 +247,16 @@ impl Model {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         self.nodes.remove(dst);
+        self.files.remove(dst);
         for (k, _) in &moved {
             self.nodes.remove(k);
         }
         for (k, v) in moved {
-            self.nodes.insert(format!("{dst}{}", &k[src.len()..]), v);
+            let to = format!("{dst}{}", &k[src.len()..]);
+            if let Some(id) = self.files.remove(&k) {
+                self.files.insert(to.clone(), id);
+            }
+            self.nodes.insert(to, v);
         }
         Ok(())
     }
@@ -214,6 +280,7 @@ pub const POWER_LOSS: &str = "power loss while reading";
 
 fn read_tree_inner<F: Flash>(fs: &mut Fs<F>) -> Result<Model, String> {
     let mut m = Model::default();
+    let mut inos: BTreeMap<String, u64> = BTreeMap::new();
     let mut stack = vec![("/".to_string(), ROOT_INO)];
     let mut dirs_seen = 0usize;
     while let Some((path, ino)) = stack.pop() {
@@ -255,11 +322,15 @@ fn read_tree_inner<F: Flash>(fs: &mut Fs<F>) -> Result<Model, String> {
                     if n as u64 != st.size {
                         return Err(format!("{p}: read {n} bytes of {}", st.size));
                     }
+                    if st.nlink > 1 {
+                        inos.insert(p.clone(), st.ino as u64);
+                    }
                     m.nodes.insert(p, Node::File(buf));
                 }
             }
         }
     }
+    m.files = inos;
     Ok(m)
 }
 

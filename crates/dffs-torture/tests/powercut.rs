@@ -62,6 +62,16 @@ fn every_cut_nor_mixed() {
 }
 
 #[test]
+fn every_cut_nand_links() {
+    check("nand-slc-128m", 24, Workload::Links, 40, 21);
+}
+
+#[test]
+fn every_cut_nor_links() {
+    check("nor-qspi-16m", 24, Workload::Links, 30, 22);
+}
+
+#[test]
 fn every_cut_nand_mixed_lz4() {
     check_z(
         "nand-slc-128m",

@@ -31,8 +31,8 @@ pub struct Args {
     /// Erase blocks of the device the workloads run on (0: the preset's whole device).
     #[arg(long, default_value_t = 24)]
     pub blocks: u32,
-    /// Workload: mixed, churn, log (seed 002's log archive, in transactions), full, large, or
-    /// all (each in turn, sharing the cuts).
+    /// Workload: mixed, churn, log (seed 002's log archive, in transactions), full, large, links
+    /// (hard links), or all (each in turn, sharing the cuts).
     #[arg(long, default_value = "all")]
     pub workload: String,
     /// Power cuts to verify in total; each workload gets its share, spread evenly over its
@@ -133,7 +133,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     } else {
         vec![Workload::from_name(&args.workload).ok_or_else(|| {
             CliError::msg(format!(
-                "unknown workload '{}' (mixed, churn, log, full, large, all)",
+                "unknown workload '{}' (mixed, churn, log, full, large, links, all)",
                 args.workload
             ))
         })?]
