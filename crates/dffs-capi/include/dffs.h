@@ -155,6 +155,13 @@ struct dffs_config;
 // `dffs_geometry.kind`: byte-addressable NOR (no OOB, no ECC, no bad-block marks).
 #define DFFS_FLASH_NOR 1
 
+// `dffs_geometry.pairing`: every page has cells of its own (SLC NAND, NOR).
+#define DFFS_PAIRING_NONE 0
+
+// `dffs_geometry.pairing`: 2-bit MLC shared pages (upper page `u`, even and at least 2,
+// shares its cells with lower page `u - 3`; page 2 with page 0).
+#define DFFS_PAIRING_MLC2 1
+
 // `dffs_config.ram_preset`: the default configuration (a few tens of KiB on large NAND).
 #define DFFS_RAM_DEFAULT 0
 
@@ -335,6 +342,10 @@ typedef struct dffs_geometry {
   uint32_t ecc_strength;
   // Bytes covered by one ECC codeword (NOR: the page size).
   uint32_t ecc_step;
+  // Which pages share memory cells: `DFFS_PAIRING_NONE` (SLC NAND, NOR) or
+  // `DFFS_PAIRING_MLC2` (2-bit MLC, upper page `u` even ≥ 2 shares its cells with lower page
+  // `u - 3`, page 2 with page 0).
+  uint32_t pairing;
 } dffs_geometry;
 
 // How to reach the flash device and how much RAM the file system may use.

@@ -38,6 +38,11 @@ fn geometry_of(g: &dffs_geometry) -> Result<Geometry, Error> {
         in_order: g.in_order != 0,
         ecc_strength: g.ecc_strength,
         ecc_step: g.ecc_step,
+        pairing: match g.pairing {
+            DFFS_PAIRING_NONE => dffs::PagePairing::None,
+            DFFS_PAIRING_MLC2 => dffs::PagePairing::Mlc2,
+            _ => return Err(Error::Invalid),
+        },
     })
 }
 

@@ -93,6 +93,11 @@ pub const DFFS_FLASH_ERR_CROSSES_PAGE: c_int = -12;
 pub const DFFS_FLASH_NAND: u32 = 0;
 /// `dffs_geometry.kind`: byte-addressable NOR (no OOB, no ECC, no bad-block marks).
 pub const DFFS_FLASH_NOR: u32 = 1;
+/// `dffs_geometry.pairing`: every page has cells of its own (SLC NAND, NOR).
+pub const DFFS_PAIRING_NONE: u32 = 0;
+/// `dffs_geometry.pairing`: 2-bit MLC shared pages (upper page `u`, even and at least 2,
+/// shares its cells with lower page `u - 3`; page 2 with page 0).
+pub const DFFS_PAIRING_MLC2: u32 = 1;
 
 /// Sizes and rules of the flash device (or partition).
 ///
@@ -128,6 +133,10 @@ pub struct dffs_geometry {
     pub ecc_strength: u32,
     /// Bytes covered by one ECC codeword (NOR: the page size).
     pub ecc_step: u32,
+    /// Which pages share memory cells: `DFFS_PAIRING_NONE` (SLC NAND, NOR) or
+    /// `DFFS_PAIRING_MLC2` (2-bit MLC, upper page `u` even ≥ 2 shares its cells with lower page
+    /// `u - 3`, page 2 with page 0).
+    pub pairing: u32,
 }
 
 // ----- configuration ------------------------------------------------------------------------

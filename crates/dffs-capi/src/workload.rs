@@ -235,6 +235,7 @@ pub fn c_geometry(g: &dffs::Geometry) -> dffs_geometry {
         in_order: g.in_order as u32,
         ecc_strength: g.ecc_strength,
         ecc_step: g.ecc_step,
+        pairing: g.pairing.code() as u32,
     }
 }
 

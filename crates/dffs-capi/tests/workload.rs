@@ -54,6 +54,7 @@ fn workload_runs_in_every_preset_without_leaking() {
         in_order: 0,
         ecc_strength: 1,
         ecc_step: 512,
+        pairing: 0,
     };
     let mut device = vec![0xFFu8; device_bytes(&nand)];
     let f = run(&mut device, nand, DFFS_RAM_SMALLEST).expect("workload on NAND");

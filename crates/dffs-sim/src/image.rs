@@ -15,7 +15,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dffs::{FlashKind, Geometry};
+use dffs::{FlashKind, Geometry, PagePairing};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SimError;
@@ -50,6 +50,9 @@ struct GeometryRecord {
     in_order: bool,
     ecc_strength: u32,
     ecc_step: u32,
+    /// Page pairing code (`PagePairing::code`); absent in sidecars written before it existed.
+    #[serde(default)]
+    pairing: u8,
 }
 
 impl GeometryRecord {
@@ -71,6 +74,7 @@ impl GeometryRecord {
             in_order: g.in_order,
             ecc_strength: g.ecc_strength,
             ecc_step: g.ecc_step,
+            pairing: g.pairing.code(),
         }
     }
 
@@ -93,6 +97,7 @@ impl GeometryRecord {
             in_order: self.in_order,
             ecc_strength: self.ecc_strength,
             ecc_step: self.ecc_step,
+            pairing: PagePairing::from_code(self.pairing)?,
         })
     }
 }

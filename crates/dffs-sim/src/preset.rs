@@ -6,7 +6,7 @@
 
 use core::fmt;
 
-use dffs::{FlashKind, Geometry};
+use dffs::{FlashKind, Geometry, PagePairing};
 use serde::{Deserialize, Serialize};
 
 /// Name of the default preset.
@@ -269,6 +269,7 @@ const fn nand(
         in_order: false,
         ecc_strength: 1,
         ecc_step: 512,
+        pairing: PagePairing::None,
     }
 }
 
@@ -289,6 +290,7 @@ pub fn presets() -> Vec<Preset> {
     let mlc = Geometry {
         in_order: true,
         ecc_strength: 8,
+        pairing: PagePairing::Mlc2,
         ..nand(4096, 128, 22, 128, 2048, 1)
     };
     let onenand = nand(2048, 64, 20, 64, 2048, 4);
@@ -367,6 +369,7 @@ pub fn presets() -> Vec<Preset> {
                 in_order: false,
                 ecc_strength: 0,
                 ecc_step: 256,
+                pairing: PagePairing::None,
             },
             timing: Timing {
                 // 8 dummy cycles at 80 MHz per access, then 40 MB/s.

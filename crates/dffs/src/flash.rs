@@ -58,6 +58,86 @@ pub struct Geometry {
     pub ecc_strength: u32,
     /// Bytes covered by one ECC codeword.
     pub ecc_step: u32,
+    /// Which pages share their cells (MLC NAND): a power cut while an upper page is programmed
+    /// can corrupt the lower page it shares a word line with, although that page was
+    /// programmed (and perhaps synced) long before.
+    pub pairing: PagePairing,
+}
+
+/// How the pages of a block share memory cells.
+///
+/// On multi-level-cell NAND two pages (a *lower* and an *upper* page) are stored in the same
+/// cells of one word line. Programming the upper page changes the cells' levels, so a program
+/// cut by power loss can destroy the lower page's data too. A file system that must keep synced
+/// data must therefore never program an upper page while its lower page holds data that is
+/// durable and not stored elsewhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum PagePairing {
+    /// Every page has cells of its own (SLC NAND, NOR).
+    #[default]
+    None,
+    /// 2-bit MLC with shared pages in the common interleaved order: pages 0 and 1 are lower
+    /// pages, and from page 2 on the even pages are upper pages: upper page `u` shares its word
+    /// line with lower page `u - 3` (page 2 with page 0). Odd pages are lower pages.
+    Mlc2,
+}
+
+impl PagePairing {
+    /// The lower page (index within the block) that upper page `page` (index within the
+    /// block) shares its cells with, or `None` when `page` is not an upper page.
+    pub const fn lower_of(self, page: u32) -> Option<u32> {
+        match self {
+            PagePairing::None => None,
+            PagePairing::Mlc2 => {
+                if page < 2 || page % 2 == 1 {
+                    None
+                } else if page == 2 {
+                    Some(0)
+                } else {
+                    Some(page - 3)
+                }
+            }
+        }
+    }
+
+    /// The upper page (index within a block of `pages_per_block` pages) that shares its cells
+    /// with lower page `page`, if there is one in the block.
+    pub const fn upper_of(self, page: u32, pages_per_block: u32) -> Option<u32> {
+        let u = match self {
+            PagePairing::None => return None,
+            PagePairing::Mlc2 => {
+                if page == 0 {
+                    2
+                } else if page % 2 == 1 {
+                    page + 3
+                } else {
+                    return None;
+                }
+            }
+        };
+        if u < pages_per_block {
+            Some(u)
+        } else {
+            None
+        }
+    }
+
+    /// Encoding in the format parameters.
+    pub const fn code(self) -> u8 {
+        match self {
+            PagePairing::None => 0,
+            PagePairing::Mlc2 => 1,
+        }
+    }
+
+    /// Decodes [`PagePairing::code`].
+    pub const fn from_code(c: u8) -> Option<PagePairing> {
+        match c {
+            0 => Some(PagePairing::None),
+            1 => Some(PagePairing::Mlc2),
+            _ => None,
+        }
+    }
 }
 
 impl Geometry {
@@ -121,6 +201,9 @@ impl Geometry {
             FlashKind::Nor => {
                 if self.oob_size != 0 {
                     return Err("NOR has no OOB area");
+                }
+                if self.pairing != PagePairing::None {
+                    return Err("NOR has no paired pages");
                 }
             }
         }
@@ -355,6 +438,7 @@ mod nor_adapter {
                 in_order: false,
                 ecc_strength: 0,
                 ecc_step: page_size,
+                pairing: PagePairing::None,
             };
             geometry.validate()?;
             Ok(NorFlashDevice { flash, geometry })

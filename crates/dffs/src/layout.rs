@@ -6,7 +6,7 @@
 
 use crate::codec::{Reader, Writer};
 use crate::error::{Error, Result};
-use crate::flash::{FlashKind, Geometry};
+use crate::flash::{FlashKind, Geometry, PagePairing};
 
 /// On-flash format version written by this code.
 pub const FORMAT_VERSION: u16 = 1;
@@ -429,7 +429,8 @@ impl Params {
             HeadLayout::Merged => 1,
         });
         w.u8(self.compression);
-        w.u16(0);
+        w.u8(g.pairing.code());
+        w.u8(0);
         w.u64(self.fs_id);
     }
 
@@ -455,7 +456,8 @@ impl Params {
             _ => return Err(Error::Corrupt),
         };
         let compression = r.u8()?;
-        r.u16()?;
+        let pairing = PagePairing::from_code(r.u8()?).ok_or(Error::Corrupt)?;
+        r.u8()?;
         let fs_id = r.u64()?;
         let geometry = Geometry {
             kind,
@@ -470,6 +472,7 @@ impl Params {
             in_order: v[8] != 0,
             ecc_strength: v[9],
             ecc_step: v[10],
+            pairing,
         };
         let p = Params {
             geometry,
@@ -517,6 +520,7 @@ mod tests {
             in_order: false,
             ecc_strength: 1,
             ecc_step: 512,
+            pairing: PagePairing::None,
         }
     }
 

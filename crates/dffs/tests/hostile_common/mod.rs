@@ -325,6 +325,7 @@ pub fn nand_geometry(blocks: u32) -> Geometry {
         in_order: false,
         ecc_strength: 1,
         ecc_step: 512,
+        pairing: dffs::PagePairing::None,
     }
 }
 
@@ -343,6 +344,7 @@ pub fn nor_geometry(blocks: u32) -> Geometry {
         in_order: false,
         ecc_strength: 0,
         ecc_step: 256,
+        pairing: dffs::PagePairing::None,
     }
 }
 
@@ -361,6 +363,7 @@ pub fn tiny_nand_geometry() -> Geometry {
         in_order: false,
         ecc_strength: 1,
         ecc_step: 512,
+        pairing: dffs::PagePairing::None,
     }
 }
 
