@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 
 use crate::codec::Reader;
 use crate::error::{Error, Result};
-use crate::flash::{Flash, FlashError, FlashKind};
+use crate::flash::{Flash, FlashError, FlashKind, PagePairing};
 use crate::layout::{Addr, Params, MAX_HEADS, NODE_HEADER};
 use crate::node::{self, NodeBuilder, NodeType, OobTag, Probe, OOB_TAG_LEN};
 use crate::store::{BlockState, Remap, Store};
@@ -213,8 +213,30 @@ pub struct AnchorPos {
     pub may_append: bool,
 }
 
+/// Checkpoint slots in an anchor block. On paired-page NAND only pages that are no upper page
+/// hold slots: every checkpoint is durable once written, so programming the upper page of an
+/// earlier slot could destroy it.
 fn slots_per_block(p: &Params) -> u32 {
-    p.geometry.block_size() / p.cp_slot
+    let g = p.geometry;
+    if g.kind == FlashKind::Nand && g.pairing != PagePairing::None {
+        return (0..g.pages_per_block)
+            .filter(|&pg| g.pairing.lower_of(pg).is_none())
+            .count() as u32;
+    }
+    g.block_size() / p.cp_slot
+}
+
+/// Byte offset of checkpoint slot `slot` in its anchor block.
+fn slot_offset(p: &Params, slot: u32, cp_slot: u32) -> u64 {
+    let g = p.geometry;
+    if g.kind == FlashKind::Nand && g.pairing != PagePairing::None {
+        let page = (0..g.pages_per_block)
+            .filter(|&pg| g.pairing.lower_of(pg).is_none())
+            .nth(slot as usize)
+            .unwrap_or(g.pages_per_block);
+        return page as u64 * g.page_size as u64;
+    }
+    slot as u64 * cp_slot as u64
 }
 
 /// Reads the checkpoint at `slot` of logical block `block`, if valid.
@@ -225,21 +247,26 @@ fn read_slot<F: Flash>(
     cp_slot: u32,
 ) -> Result<Option<Checkpoint>> {
     let bs = st.p.geometry.block_size() as u64;
-    let pos = block as u64 * bs + slot as u64 * cp_slot as u64;
+    let pos = block as u64 * bs + slot_offset(&st.p, slot, cp_slot);
     let mut buf = vec![0u8; cp_slot as usize];
-    let st_ecc = st.m.read_status(st_phys_pos(st, pos), &mut buf);
-    match st_ecc {
-        Ok(crate::flash::EccStatus::Uncorrectable) | Err(Error::Io) => return Ok(None),
-        Err(e) => return Err(e),
-        Ok(_) => {}
+    // A copy that fails its CRC is read again: NOR has no ECC, and the error may be transient.
+    for _ in 0..=crate::medium::READ_RETRIES {
+        let st_ecc = st.m.read_status(st_phys_pos(st, pos), &mut buf);
+        match st_ecc {
+            Ok(crate::flash::EccStatus::Uncorrectable) | Err(Error::Io) => return Ok(None),
+            Err(e) => return Err(e),
+            Ok(_) => {}
+        }
+        match node::probe(&buf, cp_slot) {
+            Probe::Header(h) if h.typ == NodeType::Checkpoint => {
+                if let Ok(body) = node::verify(&buf, &h) {
+                    return Ok(Checkpoint::decode(body).ok());
+                }
+            }
+            _ => return Ok(None),
+        }
     }
-    match node::probe(&buf, cp_slot) {
-        Probe::Header(h) if h.typ == NodeType::Checkpoint => match node::verify(&buf, &h) {
-            Ok(body) => Ok(Checkpoint::decode(body).ok()),
-            Err(_) => Ok(None),
-        },
-        _ => Ok(None),
-    }
+    Ok(None)
 }
 
 fn st_phys_pos<F: Flash>(st: &Store<F>, pos: u64) -> u64 {
@@ -250,7 +277,7 @@ fn st_phys_pos<F: Flash>(st: &Store<F>, pos: u64) -> u64 {
 /// Whether the slot's first bytes were ever programmed.
 fn slot_used<F: Flash>(st: &mut Store<F>, block: u32, slot: u32, cp_slot: u32) -> Result<bool> {
     let bs = st.p.geometry.block_size() as u64;
-    let pos = block as u64 * bs + slot as u64 * cp_slot as u64;
+    let pos = block as u64 * bs + slot_offset(&st.p, slot, cp_slot);
     let mut buf = [0u8; 16];
     match st.m.read_status(st_phys_pos(st, pos), &mut buf) {
         Ok(crate::flash::EccStatus::Uncorrectable) => Ok(true),
@@ -446,7 +473,7 @@ fn write_at<F: Flash>(
     }
     let bs = g.block_size() as u64;
     for copy in 0..2u32 {
-        let pos = block as u64 * bs + (slot + copy) as u64 * p.cp_slot as u64;
+        let pos = block as u64 * bs + slot_offset(&p, slot + copy, p.cp_slot);
         let ppos = st_phys_pos(st, pos);
         let tag = OobTag::nodes(cp.cp_number).encode();
         let oob: &[u8] = match g.kind {

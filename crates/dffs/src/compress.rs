@@ -132,9 +132,12 @@ impl DataZ<'_> {
 
 /// Live bytes each block pointer into a node of `len` (aligned) bytes holding `count` blocks
 /// accounts for: the node is credited `count` shares when written, and each pointer that dies
-/// takes one share away.
+/// takes one share away. Shares round down (at least 1 byte), so a node is never credited
+/// more than its length: the credits of a block full of nodes never exceed the block (a
+/// credit beyond the block size would be cut, and the kills after it would then take away
+/// more than was counted).
 pub fn share(len: u32, count: u32) -> u32 {
-    len.div_ceil(count.max(1))
+    (len / count.max(1)).max(1)
 }
 
 /// Decodes the body of a verified `DataZ` node (header flags give the algorithm).

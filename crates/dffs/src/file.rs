@@ -387,7 +387,7 @@ impl<'a, F: Flash> Index<'a, F> {
 
     /// Data stride in address units between consecutive blocks of a contiguous write.
     pub fn stride(p: &Params) -> u32 {
-        p.data_block >> p.addr_shift
+        p.data_slot() >> p.addr_shift
     }
 
     fn read(&mut self, a: Addr, level: u8, first: u32) -> Result<IndexNode> {
@@ -785,13 +785,31 @@ impl<'a, F: Flash> Index<'a, F> {
         if cur != a || fi != first {
             return Ok(false);
         }
+        // The node and the path above it are written first; the old copies die only once the
+        // whole new path exists (a write that fails leaves the tree and its accounting as
+        // they were).
         let node = self.read(a, level, first)?;
         let mut new = self.write(&node)?;
-        self.kill_node(a);
+        let mut written = vec![new];
+        let mut old = vec![a];
         while let Some((pa, mut pn, k)) = path.pop() {
             pn.entries[k] = new;
-            new = self.write(&pn)?;
-            self.kill_node(pa);
+            match self.write(&pn) {
+                Ok(n) => {
+                    new = n;
+                    written.push(n);
+                    old.push(pa);
+                }
+                Err(e) => {
+                    for w in written {
+                        self.kill_node(w);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        for o in old {
+            self.kill_node(o);
         }
         c.root = new;
         Ok(true)

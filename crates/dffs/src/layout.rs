@@ -9,7 +9,24 @@ use crate::error::{Error, Result};
 use crate::flash::{FlashKind, Geometry, PagePairing};
 
 /// On-flash format version written by this code.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
+
+/// Bytes of the CRC that follows every file data block in a NOR data node (§9.2 of FORMAT.md).
+pub const DATA_CRC_LEN: u32 = 4;
+
+/// Why DFFS cannot use a device of geometry `g`, or `Ok` when it can: the geometry rules of
+/// [`Geometry::validate`] plus what the format needs (the NAND OOB tag must fit the free OOB
+/// bytes). Front ends show the reason before they write anything.
+pub fn check_geometry(g: &Geometry) -> core::result::Result<(), &'static str> {
+    g.validate()?;
+    if g.kind == FlashKind::Nand && (g.oob_free_len as usize) < crate::node::OOB_TAG_LEN {
+        return Err("NAND needs at least 20 free OOB bytes per page for DFFS's page tag");
+    }
+    if g.kind == FlashKind::Nor && g.program_unit > 256 {
+        return Err("NOR write units larger than 256 bytes are not supported");
+    }
+    Ok(())
+}
 
 /// Longest file name in bytes.
 pub const NAME_MAX: usize = 255;
@@ -85,8 +102,11 @@ pub enum HeadLayout {
     /// Every log area has its own head: journal, map, directories, inodes, index, hot data,
     /// cold data. Best hot/cold separation; used on devices with many blocks.
     Separate,
-    /// Map, directories, inodes and index share one metadata head (journal and data keep
-    /// theirs). Leaves fewer half-filled blocks on small partitions.
+    /// Map, directories and index share one metadata head; file inodes, the journal and the
+    /// data logs keep theirs. Leaves fewer half-filled blocks on small partitions. Inodes stay
+    /// apart because moving a live inode also rewrites its parent's directory page: mixed
+    /// with short-lived directory and map pages they would make every metadata block look
+    /// cheap to collect and be expensive to collect.
     Merged,
 }
 
@@ -200,10 +220,16 @@ impl Default for FormatOptions {
 impl Params {
     /// Chooses format parameters for a device.
     pub fn for_geometry(g: Geometry, opts: &FormatOptions) -> Result<Params> {
-        g.validate().map_err(|_| Error::Invalid)?;
+        check_geometry(&g).map_err(|_| Error::NotSupported)?;
         let cap = g.capacity();
-        // Smallest unit (at least 8 bytes) such that 31 bits address the whole device.
+        // Smallest unit (at least 8 bytes, and on NOR at least the write unit, so every node
+        // starts and ends on a programmable boundary) such that 31 bits address the device.
         let mut shift = 3u8;
+        if g.kind == FlashKind::Nor {
+            while (1u32 << shift) < g.program_unit {
+                shift += 1;
+            }
+        }
         while ((cap - 1) >> shift) > Addr::MAX as u64 {
             shift += 1;
         }
@@ -224,9 +250,6 @@ impl Params {
                 (pp, dir, map, index, slot, 192u32.min(pp))
             }
         };
-        if g.kind == FlashKind::Nor && shift != 3 {
-            return Err(Error::Invalid);
-        }
         let heads = opts.heads.unwrap_or(if g.blocks >= 256 {
             HeadLayout::Separate
         } else {
@@ -236,7 +259,7 @@ impl Params {
         // open, plus a spare pool for bad blocks (1% of blocks, at least one on NAND).
         let heads_n = match heads {
             HeadLayout::Separate => 7,
-            HeadLayout::Merged => 4,
+            HeadLayout::Merged => 5,
         };
         let gc_reserve = 2 + heads_n / 2 + g.blocks / 200;
         let bad_reserve = match g.kind {
@@ -267,7 +290,7 @@ impl Params {
     /// Checks internal consistency (used on parameters read from flash, which may be hostile).
     pub fn check(&self) -> Result<()> {
         let g = &self.geometry;
-        g.validate().map_err(|_| Error::Corrupt)?;
+        check_geometry(g).map_err(|_| Error::Corrupt)?;
         // The range check below short-circuits before `unit` is used; a hostile shift must not
         // overflow here first.
         let unit = 1u32 << self.addr_shift.min(8);
@@ -293,7 +316,10 @@ impl Params {
             && self.direct_ptrs <= 64
             && self.compression <= 2
             && self.gc_reserve >= 2
-            && self.gc_reserve as u64 + self.bad_reserve as u64 + 4 <= g.blocks as u64;
+            && self.gc_reserve as u64 + self.bad_reserve as u64 + 4 <= g.blocks as u64
+            // NOR nodes start on write-unit boundaries.
+            && (g.kind == FlashKind::Nand || unit >= g.program_unit)
+            && self.data_block % unit == 0;
         if !ok {
             return Err(Error::Corrupt);
         }
@@ -331,6 +357,16 @@ impl Params {
     /// Whether `a` points inside the device.
     pub fn addr_valid(&self, a: Addr) -> bool {
         a.is_some() && self.byte_of(a) < self.geometry.capacity()
+    }
+
+    /// Bytes one file data block takes on flash: NAND, the raw page; NOR, the block followed
+    /// by its CRC ([`DATA_CRC_LEN`]), padded to the address unit. Consecutive blocks of one data
+    /// node lie this far apart.
+    pub const fn data_slot(&self) -> u32 {
+        match self.geometry.kind {
+            FlashKind::Nand => self.data_block,
+            FlashKind::Nor => self.align(self.data_block + DATA_CRC_LEN),
+        }
     }
 
     /// Rounds `n` up to the address unit.
@@ -372,7 +408,7 @@ impl Params {
     pub fn head_count(&self) -> usize {
         match self.heads {
             HeadLayout::Separate => 7,
-            HeadLayout::Merged => 4,
+            HeadLayout::Merged => 5,
         }
     }
 
@@ -382,9 +418,10 @@ impl Params {
             HeadLayout::Separate => kind as usize,
             HeadLayout::Merged => match kind {
                 LogKind::Journal => 0,
-                LogKind::Map | LogKind::Dir | LogKind::Inode | LogKind::Index => 1,
-                LogKind::DataHot => 2,
-                LogKind::DataCold => 3,
+                LogKind::Map | LogKind::Dir | LogKind::Index => 1,
+                LogKind::Inode => 2,
+                LogKind::DataHot => 3,
+                LogKind::DataCold => 4,
             },
         }
     }

@@ -28,9 +28,7 @@ pub mod store;
 pub mod types;
 
 pub use error::{Error, Result};
-pub use flash::{
-    EccStatus, Flash, FlashError, FlashKind, Geometry, NorFlashDevice, PagePairing,
-};
+pub use flash::{EccStatus, Flash, FlashError, FlashKind, Geometry, NorFlashDevice, PagePairing};
 pub use fs::io_types::Fh;
 pub use fs::{
     Activity, Config, DirEntry, FileKind, Fs, FsckReport, GcReport, Info, OpenFlags, SetAttr, Stat,

@@ -3,7 +3,10 @@
 //! Owns the translation from device byte offsets to (page, offset) operations, the splitting of
 //! NOR programs at program-page boundaries and of NAND reads at page boundaries, the counters of
 //! reads/programs/erases the file system caused, and the list of blocks whose reads needed ECC
-//! correction (scrub candidates). It must never decide what to do about a failure: it reports.
+//! correction (scrub candidates). One rule is applied here because every reader needs it: a read
+//! the ECC cannot correct is tried again a few times ([`READ_RETRIES`]), since bit errors are
+//! often transient (read disturb, noise) and go away when the page is read again. Beyond that it
+//! must never decide what to do about a failure: it reports.
 
 use alloc::vec::Vec;
 
@@ -21,8 +24,10 @@ pub struct OpCounts {
     pub erases: u64,
     /// Reads that came back corrected by ECC.
     pub corrected: u64,
-    /// Reads that came back uncorrectable.
+    /// Reads that came back uncorrectable (every attempt counts).
     pub uncorrectable: u64,
+    /// Uncorrectable reads that a retry read correctly.
+    pub recovered: u64,
 }
 
 impl OpCounts {
@@ -34,9 +39,13 @@ impl OpCounts {
             erases: self.erases - earlier.erases,
             corrected: self.corrected - earlier.corrected,
             uncorrectable: self.uncorrectable - earlier.uncorrectable,
+            recovered: self.recovered - earlier.recovered,
         }
     }
 }
+
+/// Times an uncorrectable read is tried again before it is reported.
+pub const READ_RETRIES: u32 = 4;
 
 /// Most blocks remembered as scrub candidates at once.
 const SCRUB_MAX: usize = 32;
@@ -65,21 +74,27 @@ impl<F: Flash> Medium<F> {
         }
     }
 
+    /// Remembers `block` (physical) for scrubbing.
+    fn scrub_candidate(&mut self, block: u32) {
+        if !self.scrub.contains(&block) && self.scrub.len() < SCRUB_MAX {
+            self.scrub.push(block);
+        }
+    }
+
     fn note_status(&mut self, page: u32, st: EccStatus) {
         match st {
             EccStatus::Clean => {}
             EccStatus::Corrected(_) => {
                 self.counts.corrected += 1;
-                let b = self.g.block_of(page);
-                if !self.scrub.contains(&b) && self.scrub.len() < SCRUB_MAX {
-                    self.scrub.push(b);
-                }
+                self.scrub_candidate(self.g.block_of(page));
             }
             EccStatus::Uncorrectable => self.counts.uncorrectable += 1,
         }
     }
 
-    /// Reads one page's data range and free OOB bytes; returns the ECC status.
+    /// Reads one page's data range and free OOB bytes; returns the ECC status. An
+    /// uncorrectable read is retried up to [`READ_RETRIES`] times; the block of a page that
+    /// needed a retry is a scrub candidate like one that needed correction.
     pub fn read_page(
         &mut self,
         page: u32,
@@ -87,17 +102,29 @@ impl<F: Flash> Medium<F> {
         data: &mut [u8],
         oob: &mut [u8],
     ) -> Result<EccStatus> {
-        self.counts.reads += 1;
-        let st = self
-            .flash
-            .read(page, offset, data, oob)
-            .map_err(Error::from)?;
-        self.note_status(page, st);
-        Ok(st)
+        let mut tries = 0;
+        loop {
+            self.counts.reads += 1;
+            let st = self
+                .flash
+                .read(page, offset, data, oob)
+                .map_err(Error::from)?;
+            self.note_status(page, st);
+            if st != EccStatus::Uncorrectable || tries == READ_RETRIES {
+                if tries > 0 && st != EccStatus::Uncorrectable {
+                    self.counts.recovered += 1;
+                    self.scrub_candidate(self.g.block_of(page));
+                }
+                return Ok(st);
+            }
+            tries += 1;
+        }
     }
 
     /// Reads `buf.len()` bytes at device byte offset `pos`, across pages if needed. Returns the
-    /// worst ECC status seen (the caller decides whether `Uncorrectable` is fatal).
+    /// worst ECC status seen after retries (the caller decides whether `Uncorrectable` is
+    /// fatal). NOR has no ECC: its reads are always `Clean`, and the CRCs of what is read are
+    /// the only check (callers retry a read whose CRC fails: see `Store::read_checked`).
     pub fn read_status(&mut self, pos: u64, buf: &mut [u8]) -> Result<EccStatus> {
         let ps = self.g.page_size as u64;
         if pos + buf.len() as u64 > self.g.capacity() {

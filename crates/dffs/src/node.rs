@@ -233,6 +233,47 @@ impl NodeBuilder {
     }
 }
 
+/// The CRC that follows file block `block` of inode `ino` in a NOR data node: CRC-32C of the
+/// inode and block numbers (little-endian) followed by the block's bytes, so a block read back
+/// at the wrong address (or for the wrong file) fails its check as surely as a flipped bit.
+pub fn data_block_crc(ino: u32, block: u32, data: &[u8]) -> u32 {
+    crate::codec::crc32c_parts(&[&ino.to_le_bytes(), &block.to_le_bytes(), data])
+}
+
+/// Appends file blocks `first, first+1, …` (the consecutive `block`-byte pieces of `data`) to
+/// `out` as NOR data-node slots: each block, its [`data_block_crc`], zeros up to `slot` bytes.
+pub fn put_data_slots(
+    out: &mut Vec<u8>,
+    ino: u32,
+    first: u32,
+    data: &[u8],
+    block: usize,
+    slot: usize,
+) {
+    for (k, blk) in data.chunks(block).enumerate() {
+        let start = out.len();
+        out.extend_from_slice(blk);
+        let crc = data_block_crc(ino, first.wrapping_add(k as u32), blk);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out.resize(start + slot, 0);
+    }
+}
+
+/// Checks a NOR data-node slot (a block of `block` bytes followed by its CRC) read back for
+/// file block `b` of `ino`.
+pub fn data_slot_ok(ino: u32, b: u32, slot: &[u8], block: usize) -> bool {
+    if slot.len() < block + 4 {
+        return false;
+    }
+    let stored = u32::from_le_bytes([
+        slot[block],
+        slot[block + 1],
+        slot[block + 2],
+        slot[block + 3],
+    ]);
+    stored == data_block_crc(ino, b, &slot[..block])
+}
+
 /// Size of the OOB tag a NAND page carries.
 pub const OOB_TAG_LEN: usize = 20;
 

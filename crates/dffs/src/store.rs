@@ -13,9 +13,9 @@ use alloc::vec::Vec;
 
 use crate::codec::{crc32c, Reader, Writer};
 use crate::error::{Error, Result};
-use crate::flash::{EccStatus, Flash, FlashError, FlashKind};
+use crate::flash::{EccStatus, Flash, FlashError, FlashKind, PagePairing};
 use crate::layout::{Addr, LogKind, Params, MAX_HEADS, NODE_HEADER};
-use crate::medium::Medium;
+use crate::medium::{Medium, READ_RETRIES};
 use crate::node::{self, NodeBuilder, NodeHeader, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
 
 /// What an erase block is used for.
@@ -130,6 +130,11 @@ pub struct Head {
     buf_page: u32,
     /// Bytes of the buffered page already programmed.
     buf_prog: u32,
+    /// Pages of the block (from its start) that may have been programmed.
+    programmed: u32,
+    /// Pages of the block programmed before the last durability barrier (see
+    /// [`Store::barrier`]): on paired-page NAND their upper pages are never programmed.
+    protected: u32,
 }
 
 impl Head {
@@ -140,8 +145,24 @@ impl Head {
             buf: Vec::new(),
             buf_page: 0,
             buf_prog: 0,
+            programmed: 0,
+            protected: 0,
         }
     }
+
+    /// A head continuing in `block` at `off`, everything before `off` taken as programmed and
+    /// durable (after a mount or a recovery).
+    pub fn resumed(block: u32, off: u32, page_size: u32) -> Head {
+        let pages = off.div_ceil(page_size);
+        Head {
+            block,
+            off,
+            programmed: pages,
+            protected: pages,
+            ..Head::empty()
+        }
+    }
+
     /// Whether the head has an open block.
     pub fn is_open(&self) -> bool {
         self.block != u32::MAX
@@ -158,12 +179,21 @@ pub struct Remap {
     pub physical: u32,
 }
 
-/// Who is asking for a block: applications must leave the reserve to garbage collection.
+/// Who is asking for a block. Each level has a floor of free blocks it must leave (set by the
+/// file system's budget, see [`Store::set_floors`]): application data leaves the reserve,
+/// journal appends and GC copies leave what a checkpoint needs, and a checkpoint (which is what
+/// gives blocks back) may take the last ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Priority {
     /// Writes on behalf of the application.
     User,
-    /// Garbage collection, checkpoints and recovery (may use the reserve).
+    /// Journal appends, garbage-collection copies.
+    Log,
+    /// A spare for a block that failed a program (may use the bad-block spares).
+    Spare,
+    /// Checkpoints (may use every block). Outside a checkpoint (see
+    /// [`Store::set_checkpointing`]) it counts as [`Priority::Log`]: only a checkpoint gives
+    /// blocks back, so only a checkpoint may take the last ones.
     Reserve,
 }
 
@@ -205,6 +235,14 @@ pub struct Store<F: Flash> {
     /// program of the session a `JSession` record goes to the journal, so that a later mount
     /// knows the heads may hold more than the checkpoint says.
     pub session_needed: bool,
+    /// Free blocks [`Priority::Log`] allocations must leave.
+    floor_log: u32,
+    /// Free blocks [`Priority::User`] allocations must leave.
+    floor_user: u32,
+    /// Free blocks [`Priority::Spare`] allocations must leave.
+    floor_spare: u32,
+    /// A checkpoint is being written: [`Priority::Reserve`] may take the last blocks.
+    checkpointing: bool,
 }
 
 impl<F: Flash> Store<F> {
@@ -229,7 +267,30 @@ impl<F: Flash> Store<F> {
             preopened: core::array::from_fn(|_| Vec::new()),
             replaying: false,
             session_needed: false,
+            floor_log: 0,
+            floor_user: p.gc_reserve + p.bad_reserve,
+            floor_spare: 0,
+            checkpointing: false,
         }
+    }
+
+    /// Sets the allocation floors of [`Priority::Spare`], [`Priority::Log`] and
+    /// [`Priority::User`] (`spare <= log <= user`).
+    pub fn set_floors(&mut self, spare: u32, log: u32, user: u32) {
+        self.floor_spare = spare;
+        self.floor_log = log.max(spare);
+        self.floor_user = user.max(self.floor_log);
+    }
+
+    /// Marks the start (`true`) and end of a checkpoint: while it is written,
+    /// [`Priority::Reserve`] allocations may take every free block.
+    pub fn set_checkpointing(&mut self, on: bool) {
+        self.checkpointing = on;
+    }
+
+    /// Free blocks journal appends and GC copies must leave.
+    pub fn log_floor(&self) -> u32 {
+        self.floor_log
     }
 
     /// RAM held by the store (block table, heads' buffers).
@@ -325,6 +386,26 @@ impl<F: Flash> Store<F> {
         self.m.read(pp, buf)
     }
 
+    /// Reads `buf.len()` bytes at `pos` until `ok` accepts them, at most
+    /// `1 + READ_RETRIES` times: a CRC that fails may be a transient read error (NOR has no
+    /// ECC to tell). Returns whether the bytes were accepted; an uncorrectable read counts as
+    /// not accepted.
+    pub fn read_checked(
+        &mut self,
+        pos: u64,
+        buf: &mut [u8],
+        ok: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<bool> {
+        for _ in 0..=READ_RETRIES {
+            match self.read(pos, buf) {
+                Ok(()) if ok(buf) => return Ok(true),
+                Ok(()) | Err(Error::Io) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(false)
+    }
+
     /// Reads a NAND page's data and free OOB bytes (logical page number) from flash (not from
     /// write buffers: flush first); returns the ECC status.
     pub fn read_page(&mut self, page: u32, data: &mut [u8], oob: &mut [u8]) -> Result<EccStatus> {
@@ -335,7 +416,9 @@ impl<F: Flash> Store<F> {
     }
 
     /// Reads a complete node at `a` (at most `max_len` bytes long), checks its CRC and type,
-    /// and returns its bytes (header included, padding excluded).
+    /// and returns its bytes (header included, padding excluded). A node that fails its checks
+    /// is read again (at most [`READ_RETRIES`] times) before it is reported `Corrupt`: the error
+    /// may have been a transient one.
     pub fn read_node(
         &mut self,
         a: Addr,
@@ -362,20 +445,45 @@ impl<F: Flash> Store<F> {
             }
             FlashKind::Nor => max_len.min(256),
         };
-        let mut buf = vec![0u8; first as usize];
-        self.read(pos, &mut buf)?;
-        let hdr = match node::probe(&buf, max_len) {
-            Probe::Header(h) if h.typ == typ => h,
-            _ => return Err(Error::Corrupt),
-        };
-        if hdr.len as usize > buf.len() {
-            let have = buf.len();
-            buf.resize(hdr.len as usize, 0);
-            self.read(pos + have as u64, &mut buf[have..])?;
+        let mut err = Error::Corrupt;
+        for _ in 0..=READ_RETRIES {
+            let mut buf = vec![0u8; first as usize];
+            match self.read(pos, &mut buf) {
+                Ok(()) => {}
+                Err(Error::Io) => {
+                    err = Error::Io;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            let hdr = match node::probe(&buf, max_len) {
+                Probe::Header(h) if h.typ == typ => h,
+                // Nothing was ever written there: no second read will find a node.
+                Probe::Erased => return Err(Error::Corrupt),
+                _ => {
+                    err = Error::Corrupt;
+                    continue;
+                }
+            };
+            if hdr.len as usize > buf.len() {
+                let have = buf.len();
+                buf.resize(hdr.len as usize, 0);
+                match self.read(pos + have as u64, &mut buf[have..]) {
+                    Ok(()) => {}
+                    Err(Error::Io) => {
+                        err = Error::Io;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            buf.truncate(hdr.len as usize);
+            if node::verify(&buf, &hdr).is_ok() {
+                return Ok((hdr, buf));
+            }
+            err = Error::Corrupt;
         }
-        buf.truncate(hdr.len as usize);
-        node::verify(&buf, &hdr)?;
-        Ok((hdr, buf))
+        Err(err)
     }
 
     // ----- block allocation -------------------------------------------------------------
@@ -396,9 +504,10 @@ impl<F: Flash> Store<F> {
             .count() as u32
     }
 
-    /// Blocks the application may not take (GC and bad-block reserve).
+    /// Blocks the application may not take (GC and bad-block reserve, and what a checkpoint
+    /// needs).
     pub fn reserve_blocks(&self) -> u32 {
-        self.p.gc_reserve + self.p.bad_reserve
+        self.floor_user.max(self.p.gc_reserve + self.p.bad_reserve)
     }
 
     /// Erases a logical block, retiring it if the erase fails. Returns false if it went bad.
@@ -441,7 +550,10 @@ impl<F: Flash> Store<F> {
             let free = self.free_blocks();
             let floor = match prio {
                 Priority::User => self.reserve_blocks(),
-                Priority::Reserve => 0,
+                Priority::Log => self.floor_log,
+                Priority::Spare => self.floor_spare,
+                Priority::Reserve if self.checkpointing => 0,
+                Priority::Reserve => self.floor_log,
             };
             if free <= floor {
                 return Err(Error::NoSpace);
@@ -537,14 +649,14 @@ impl<F: Flash> Store<F> {
     /// Moves the journal into its reserved next block (erased when it was reserved, so the
     /// switch itself cannot fail) and reserves and erases the one after it, before the link
     /// record that names it is written.
-    fn open_journal_block(&mut self, _prio: Priority) -> Result<()> {
+    fn open_journal_block(&mut self, prio: Priority) -> Result<()> {
         let h = self.head_index(LogKind::Journal);
         let prev = if self.heads[h].is_open() {
             self.heads[h].block
         } else {
             self.journal_last
         };
-        self.reserve_journal_next()?;
+        self.reserve_journal_next_for(prio)?;
         let b = self.journal_next;
         self.journal_next = u32::MAX;
         let age = self.cp_number as u32;
@@ -553,7 +665,7 @@ impl<F: Flash> Store<F> {
         if prev != u32::MAX && self.blocks[prev as usize].state() == BlockState::Head {
             self.blocks[prev as usize].set_state(BlockState::Used);
         }
-        self.reserve_journal_next()?;
+        self.reserve_journal_next_for(prio)?;
         self.heads[h] = Head {
             block: b,
             ..Head::empty()
@@ -567,8 +679,13 @@ impl<F: Flash> Store<F> {
         Ok(())
     }
 
-    /// Allocates, erases and sets aside the journal's next block.
+    /// Allocates, erases and sets aside the journal's next block (for a checkpoint).
     pub fn reserve_journal_next(&mut self) -> Result<()> {
+        self.reserve_journal_next_for(Priority::Reserve)
+    }
+
+    /// Allocates, erases and sets aside the journal's next block at priority `prio`.
+    fn reserve_journal_next_for(&mut self, prio: Priority) -> Result<()> {
         // A reservation is only good while its block is still set aside: after a power cut,
         // replay may have followed the journal into it (it holds records now).
         let jn = self.journal_next;
@@ -578,7 +695,7 @@ impl<F: Flash> Store<F> {
             return Ok(());
         }
         self.journal_next = u32::MAX;
-        let n = self.alloc_block(LogKind::Journal, Priority::Reserve)?;
+        let n = self.alloc_block(LogKind::Journal, prio)?;
         self.blocks[n as usize].set_state(BlockState::Reserved);
         self.journal_next = n;
         Ok(())
@@ -731,11 +848,7 @@ impl<F: Flash> Store<F> {
             }
             self.heads[h] = Head::empty();
         } else {
-            self.heads[h] = Head {
-                block: b,
-                off: new_off,
-                ..Head::empty()
-            };
+            self.heads[h] = Head::resumed(b, new_off, ps);
             self.blocks[b as usize].set_state(BlockState::Head);
         }
         Ok(())
@@ -822,6 +935,74 @@ impl<F: Flash> Store<F> {
         Ok(())
     }
 
+    /// A durability barrier: everything programmed so far may now be needed after a power cut
+    /// (a journal page or a checkpoint was just programmed). On paired-page NAND the upper
+    /// pages of what every head has programmed are off limits from now on: a program cut there
+    /// could destroy the lower page's durable data. No head holds a buffered page at a barrier
+    /// (see [`Store::program_buffered`] and the checkpoint), so every page a head starts later
+    /// is checked against this.
+    pub fn barrier(&mut self) {
+        if self.p.geometry.pairing == PagePairing::None {
+            return;
+        }
+        for hd in self.heads.iter_mut() {
+            hd.protected = hd.programmed;
+        }
+    }
+
+    /// Makes head `h` (of log `kind`) ready to take `len` bytes at its offset: an open block
+    /// with room for them; on NAND, a node that must stay in one page (`span` false) does not
+    /// cross a page boundary, and no page the bytes would start is an upper page whose lower
+    /// page is protected (paired-page NAND: the head moves past it, leaving it unprogrammed).
+    fn make_room(
+        &mut self,
+        h: usize,
+        kind: LogKind,
+        prio: Priority,
+        len: u32,
+        span: bool,
+    ) -> Result<()> {
+        let g = self.p.geometry;
+        let ps = g.page_size;
+        // Each round opens a block, finishes a page or skips a page: bounded.
+        for _ in 0..2 * g.pages_per_block + 4 {
+            if !self.heads[h].is_open() || self.heads[h].off + len > g.block_size() {
+                if self.heads[h].is_open() {
+                    self.close_head(h)?;
+                }
+                self.open_block(h, kind, prio)?;
+                continue;
+            }
+            if g.kind == FlashKind::Nor {
+                return Ok(());
+            }
+            let off = self.heads[h].off;
+            if !span && off % ps + len > ps {
+                self.finish_page(h)?;
+                continue;
+            }
+            if g.pairing != PagePairing::None {
+                let protected = self.heads[h].protected;
+                let first_new = off.div_ceil(ps);
+                let last = (off + len.max(1) - 1) / ps;
+                let upper = (first_new..=last)
+                    .find(|&pg| g.pairing.lower_of(pg).is_some_and(|l| l < protected));
+                if let Some(u) = upper {
+                    if off % ps != 0 {
+                        self.finish_page(h)?;
+                    }
+                    self.heads[h].off = (u + 1) * ps;
+                    if self.heads[h].off >= g.block_size() {
+                        self.close_head(h)?;
+                    }
+                    continue;
+                }
+            }
+            return Ok(());
+        }
+        Err(Error::NoSpace)
+    }
+
     /// Appends a node to log `kind`. The node must fit in one page on NAND (fixed-size page
     /// nodes are placed at a page boundary). Returns its address.
     pub fn write_node(&mut self, kind: LogKind, nb: NodeBuilder, prio: Priority) -> Result<Addr> {
@@ -835,22 +1016,7 @@ impl<F: Flash> Store<F> {
         if g.kind == FlashKind::Nand && len > g.page_size {
             return Err(Error::Invalid);
         }
-        if !self.heads[h].is_open() || self.heads[h].off + len > g.block_size() {
-            if self.heads[h].is_open() {
-                self.close_head(h)?;
-            }
-            self.open_block(h, kind, prio)?;
-        }
-        if g.kind == FlashKind::Nand {
-            let in_page = self.heads[h].off % g.page_size;
-            if in_page + len > g.page_size {
-                self.finish_page(h)?;
-                if self.heads[h].off + len > g.block_size() {
-                    self.close_head(h)?;
-                    self.open_block(h, kind, prio)?;
-                }
-            }
-        }
+        self.make_room(h, kind, prio, len, false)?;
         let a = self.append_bytes_in_block(h, kind, nb)?;
         self.add_live(a, len);
         Ok(a)
@@ -884,12 +1050,7 @@ impl<F: Flash> Store<F> {
         if len > g.block_size() {
             return Err(Error::Invalid);
         }
-        if !self.heads[h].is_open() || self.heads[h].off + len > g.block_size() {
-            if self.heads[h].is_open() {
-                self.close_head(h)?;
-            }
-            self.open_block(h, kind, prio)?;
-        }
+        self.make_room(h, kind, prio, len, true)?;
         let seq = self.next_seq();
         let bytes = nb.finish(seq, self.p.unit());
         let bs = g.block_size() as u64;
@@ -979,16 +1140,22 @@ impl<F: Flash> Store<F> {
     /// nodes share pages and wait in those buffers, and a journal record must never become
     /// durable before the data it points at.
     fn program_buffered(&mut self, h: usize, end: u32) -> Result<()> {
-        if h == self.head_index(LogKind::Journal) {
-            for kind in [LogKind::DataHot, LogKind::DataCold] {
-                let dh = self.head_index(kind);
-                let hd = &self.heads[dh];
-                if dh != h
+        let journal = h == self.head_index(LogKind::Journal);
+        let paired = self.p.geometry.pairing != PagePairing::None;
+        if journal {
+            // On paired-page NAND a journal program is a barrier (see `Store::barrier`): no
+            // other head may hold a started page then. Elsewhere only the data heads matter.
+            for oh in 0..self.p.head_count() {
+                let data = oh == self.head_index(LogKind::DataHot)
+                    || oh == self.head_index(LogKind::DataCold);
+                let hd = &self.heads[oh];
+                if oh != h
+                    && (data || paired)
                     && hd.is_open()
                     && !hd.buf.is_empty()
                     && hd.off - hd.buf_page > hd.buf_prog
                 {
-                    self.flush_head(dh)?;
+                    self.flush_head(oh)?;
                 }
             }
         }
@@ -1014,6 +1181,9 @@ impl<F: Flash> Store<F> {
         self.program_with_recovery(h, ppos, &data, oob)?;
         let hd = &mut self.heads[h];
         hd.buf_prog = end;
+        if journal {
+            self.barrier();
+        }
         Ok(())
     }
 
@@ -1083,15 +1253,7 @@ impl<F: Flash> Store<F> {
             return Err(Error::Invalid);
         }
         let h = self.head_index(kind);
-        if self.heads[h].is_open() && self.heads[h].off % g.page_size != 0 {
-            self.finish_page(h)?;
-        }
-        if !self.heads[h].is_open() || self.heads[h].off >= g.block_size() {
-            if self.heads[h].is_open() {
-                self.close_head(h)?;
-            }
-            self.open_block(h, kind, prio)?;
-        }
+        self.make_room(h, kind, prio, g.page_size, false)?;
         let seq = self.next_seq();
         let tag = OobTag {
             kind: TAG_DATA,
@@ -1121,9 +1283,9 @@ impl<F: Flash> Store<F> {
         Ok(a)
     }
 
-    /// NOR (and compressed data): writes a data node header followed by its payload,
-    /// contiguous in one block. Returns the address of the header; the payload starts
-    /// [`DATA_HEADER`] bytes later.
+    /// NOR: writes a data node, its header followed by its payload (file blocks in slots,
+    /// each with its CRC), contiguous in one block, and credits the payload as live. Returns
+    /// the address of the header; the payload starts [`DATA_HEADER`] bytes later.
     pub fn write_data_node(
         &mut self,
         kind: LogKind,
@@ -1134,18 +1296,15 @@ impl<F: Flash> Store<F> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
-        self.mark_session()?;
         let g = self.p.geometry;
+        if g.kind != FlashKind::Nor {
+            return Err(Error::Invalid);
+        }
+        self.mark_session()?;
         let h = self.head_index(kind);
         let total = self.p.align(DATA_HEADER + payload.len() as u32);
         if total > g.block_size() {
             return Err(Error::Invalid);
-        }
-        if g.kind == FlashKind::Nand {
-            // Page-aligned start on NAND keeps the node out of any write buffer.
-            if self.heads[h].is_open() && self.heads[h].off % g.page_size != 0 {
-                self.finish_page(h)?;
-            }
         }
         if !self.heads[h].is_open() || self.heads[h].off + total > g.block_size() {
             if self.heads[h].is_open() {
@@ -1164,29 +1323,8 @@ impl<F: Flash> Store<F> {
         bytes.resize(padded, 0);
         let bs = g.block_size() as u64;
         let start = self.heads[h].block as u64 * bs + self.heads[h].off as u64;
-        match g.kind {
-            FlashKind::Nor => {
-                let ppos = self.phys_pos(start);
-                self.program_with_recovery(h, ppos, &bytes, &[])?;
-            }
-            FlashKind::Nand => {
-                // Whole pages, each tagged as a node page.
-                let ps = g.page_size as usize;
-                let mut padded_pages = bytes.clone();
-                padded_pages.resize(bytes.len().div_ceil(ps) * ps, 0);
-                for (i, chunk) in padded_pages.chunks(ps).enumerate() {
-                    let tag = OobTag::nodes(seq).encode();
-                    let ppos = self.phys_pos(start + (i * ps) as u64);
-                    self.program_with_recovery(
-                        h,
-                        ppos,
-                        chunk,
-                        &tag[..OOB_TAG_LEN.min(g.oob_free_len as usize)],
-                    )?;
-                }
-                bytes = padded_pages;
-            }
-        }
+        let ppos = self.phys_pos(start);
+        self.program_with_recovery(h, ppos, &bytes, &[])?;
         self.heads[h].off += bytes.len() as u32;
         let a = self.p.addr_of(start);
         self.add_live(a, payload.len() as u32);
@@ -1207,6 +1345,11 @@ impl<F: Flash> Store<F> {
         oob: &[u8],
     ) -> Result<()> {
         let mut ppos = ppos;
+        let g = self.p.geometry;
+        let last_page =
+            ((ppos % g.block_size() as u64) + data.len().max(1) as u64 - 1) / g.page_size as u64;
+        let hd = &mut self.heads[h];
+        hd.programmed = hd.programmed.max(last_page as u32 + 1);
         for _attempt in 0..4 {
             match self.m.program(ppos, data, oob) {
                 Ok(()) => return Ok(()),
@@ -1231,7 +1374,7 @@ impl<F: Flash> Store<F> {
         let g = self.p.geometry;
         let old_phys = self.phys(logical);
         for _ in 0..4 {
-            let spare = self.alloc_block(LogKind::DataCold, Priority::Reserve)?;
+            let spare = self.alloc_block(LogKind::DataCold, Priority::Spare)?;
             let spare_phys = self.phys(spare);
             let ok = self.copy_block_prefix(old_phys, spare_phys, upto)?;
             if !ok {
@@ -1327,6 +1470,24 @@ impl<F: Flash> Store<F> {
             }
         }
         Ok(true)
+    }
+
+    /// Bytes head `kind` can still take in its open block without allocating (0 when it has
+    /// none), keeping one page (NOR: one unit) free as [`Store::ensure_room`] does.
+    pub fn head_room(&self, kind: LogKind) -> u32 {
+        let hd = &self.heads[self.head_index(kind)];
+        if !hd.is_open() {
+            return 0;
+        }
+        let g = self.p.geometry;
+        let bs = g.block_size();
+        match g.kind {
+            FlashKind::Nand => {
+                let start = hd.off.div_ceil(g.page_size) * g.page_size;
+                bs.saturating_sub(start).saturating_sub(g.page_size)
+            }
+            FlashKind::Nor => bs.saturating_sub(hd.off + self.p.unit()),
+        }
     }
 
     /// The head a log kind writes to, for callers that inspect heads.

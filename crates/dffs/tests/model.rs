@@ -739,7 +739,7 @@ fn model_nand_slc() {
 /// the write still read its partial last block through the inode as it was before (`Corrupt`).
 #[test]
 fn model_nor_regression_stale_inode_during_write() {
-    run("nor-qspi-16m", 32, 3002, 2915);
+    run("nor-qspi-16m", 32, 3002, 3000);
 }
 
 #[test]

@@ -483,7 +483,7 @@ impl<F: Flash> Fs<F> {
                 ));
                 continue;
             }
-            w.claim(a, p.data_block, "data block", path);
+            w.claim(a, p.data_slot(), "data block", path);
             if p.geometry.kind == FlashKind::Nand {
                 let g = p.geometry;
                 if p.byte_of(a) % g.page_size as u64 != 0 {
@@ -517,6 +517,16 @@ impl<F: Flash> Fs<F> {
                     Err(e) => w
                         .rep
                         .error(format!("{path}: block {b} at {a:?} unreadable ({e})")),
+                }
+            } else {
+                // NOR: the block's own CRC (which also names its file and block number).
+                let mut data = vec![0u8; p.data_block as usize];
+                match self.read_data(a, node.ino, b, &mut data) {
+                    Ok(()) => {}
+                    Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                    Err(e) => w.rep.error(format!(
+                        "{path}: block {b} at {a:?} fails its CRC or is unreadable ({e})"
+                    )),
                 }
             }
         }

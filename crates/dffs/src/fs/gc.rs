@@ -9,24 +9,34 @@
 //! file's tree does, a data block when its owner's index maps its tag's block number to it. Live
 //! data is copied at once (to the cold data log); live metadata is marked dirty and rewritten
 //! by the next checkpoint, after which the victim is erased. Work is done in bounded steps.
+//!
+//! It must never erase what it could not read. An item that cannot be read (after the retries
+//! of the medium and the store) is either known to be live (a data page whose tag names a block
+//! its file still maps there) — then the victim is kept whole, the file reads `EIO` for that
+//! block only, and a later collection tries again — or of unknown liveness (a torn page left by
+//! a power cut looks the same as a corrupted live one). For those the block's live-byte count
+//! decides: once what could be read has been moved and a checkpoint has rewritten the live
+//! metadata, a block still credited with live bytes is kept. Kept blocks are not chosen again
+//! until something in them dies.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
 use super::Fs;
-use crate::codec::Reader;
+use crate::codec::{crc32c, Reader};
 use crate::compress;
 use crate::error::{Error, Result};
 use crate::file::Index;
 use crate::flash::{EccStatus, Flash, FlashKind};
-use crate::layout::{Addr, LogKind, NODE_HEADER};
+use crate::layout::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
 use crate::map::MapEntry;
-use crate::node::{self, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA, TAG_NODES};
+use crate::medium::READ_RETRIES;
+use crate::node::{self, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
 use crate::store::{BlockState, Priority, DATA_HEADER};
 use crate::types::Ino;
 
 /// State of the collector between steps.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct GcState {
     /// Block being collected.
     pub victim: Option<u32>,
@@ -35,11 +45,24 @@ pub(crate) struct GcState {
     /// NAND: bytes at the start of the page at `pos` that belong to a compressed data node
     /// begun in the page before (nodes start after them).
     pub carry: u32,
+    /// The victim holds a live item that could not be read: it must not be erased.
+    pub unreadable: bool,
+    /// The victim holds an item that could not be read and whose liveness is unknown: its
+    /// live-byte count decides (see the module comment).
+    pub unknown: bool,
+    /// Blocks kept because of unreadable items, with their live bytes then: not chosen again
+    /// while nothing in them dies.
+    pub kept: Vec<(u32, u32)>,
     /// Totals for reports.
     pub moved_bytes: u64,
     pub blocks_collected: u64,
     pub wl_moves: u64,
+    /// Victims kept (not erased) because of unreadable items.
+    pub blocks_kept: u64,
 }
+
+/// Most blocks remembered in [`GcState::kept`] (an older one forgotten is only examined again).
+const KEPT_MAX: usize = 16;
 
 /// What [`Fs::gc_step`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -109,6 +132,7 @@ impl<F: Flash> Fs<F> {
         if pending > 0
             && (self.st.free_blocks() <= urgent_low
                 || pending >= (self.st.p.geometry.blocks / 64).max(2))
+            && self.checkpoint_pays()
             && self.tx.is_none()
             && !self.replaying
         {
@@ -140,7 +164,11 @@ impl<F: Flash> Fs<F> {
             mx = mx.max(e.ec);
             sum += e.ec as u64;
             n += 1;
-            if e.state() == BlockState::Used && e.kind() != LogKind::Journal && e.ec < mn {
+            if e.state() == BlockState::Used
+                && e.kind() != LogKind::Journal
+                && e.ec < mn
+                && !self.is_kept(i as u32)
+            {
                 mn = e.ec;
                 cand = Some(i as u32);
             }
@@ -163,42 +191,120 @@ impl<F: Flash> Fs<F> {
             .st
             .blocks
             .iter()
-            .filter(|e| e.state() == BlockState::Used && e.kind() != LogKind::Journal)
-            .map(|e| bs - e.live as u64)
+            .enumerate()
+            .filter(|(i, e)| {
+                e.state() == BlockState::Used
+                    && e.kind() != LogKind::Journal
+                    && !self.is_kept(*i as u32)
+            })
+            .map(|(_, e)| bs - e.live as u64)
             .sum();
         dead + self.st.pending_blocks() as u64 * bs >= bytes.min(bs)
     }
 
-    /// Cost-benefit choice among closed blocks with dead space.
-    fn best_victim(&self, urgent: bool) -> Option<u32> {
-        let bs = self.st.p.geometry.block_size() as f64;
+    /// Whether collection may copy live data now (copies must leave what a checkpoint needs).
+    fn copy_room(&self) -> bool {
+        self.st.free_blocks() > self.st.log_floor() + 1
+    }
+
+    /// Whether collecting a block of log `kind` writes copies at once: data is copied, and so
+    /// are index nodes (with the path above them); directory, map and inode nodes are only
+    /// marked dirty for the next checkpoint. A block of a head that also takes index nodes
+    /// may hold some.
+    fn copies_now(&self, kind: LogKind) -> bool {
+        let p = &self.st.p;
+        kind.is_data() || p.head_of(kind) == p.head_of(LogKind::Index)
+    }
+
+    /// Cost-benefit score of collecting block `i` now (higher is better), or `None` when it
+    /// does not qualify: not a closed non-journal block, kept, completely live, more than 97%
+    /// live (unless `urgent`), or a data block with live data while there is no room to copy.
+    fn victim_score(&self, i: u32, urgent: bool, room: bool) -> Option<f64> {
+        let e = self.st.blocks.get(i as usize)?;
+        if e.state() != BlockState::Used
+            || e.kind() == LogKind::Journal
+            || self.is_kept(i)
+            || (!room && self.copies_now(e.kind()) && e.live > 0)
+        {
+            return None;
+        }
+        let p = &self.st.p;
+        let bs = p.geometry.block_size() as f64;
+        let u = e.live as f64 / bs;
+        if (u > 0.97 && !urgent) || e.live as f64 >= bs {
+            return None;
+        }
         let now = self.st.cp_number as u32 & 0xFF_FFFF;
+        let age = (now.wrapping_sub(e.age()) & 0xFF_FFFF) as f64 + 1.0;
+        // Moving a live file inode rewrites the directory page that points to it as well: an
+        // inode's bytes cost about a directory page each (at least 8 times their own size).
+        let c = if e.kind() == LogKind::Inode {
+            (p.dir_page as f64 / 160.0).max(8.0)
+        } else {
+            1.0
+        };
+        Some(if urgent {
+            (1.0 - u) / (1.0 + u * (c - 1.0))
+        } else {
+            (1.0 - u) * age / (1.0 + u * c)
+        })
+    }
+
+    /// Cost-benefit choice among closed blocks with dead space. Without room for copies only
+    /// blocks whose collection copies nothing now qualify (metadata, whose live nodes the next
+    /// checkpoint rewrites, and data blocks with nothing live).
+    fn best_victim(&self, urgent: bool) -> Option<u32> {
+        let room = self.copy_room();
         let mut best: Option<(f64, u32)> = None;
-        for (i, e) in self.st.blocks.iter().enumerate() {
-            if e.state() != BlockState::Used || e.kind() == LogKind::Journal {
-                continue;
-            }
-            let u = e.live as f64 / bs;
-            if u > 0.97 && !urgent {
-                continue;
-            }
-            if e.live as f64 >= bs {
-                continue;
-            }
-            let age = (now.wrapping_sub(e.age()) & 0xFF_FFFF) as f64 + 1.0;
-            // Moving a live file inode rewrites the directory page that points to it as well:
-            // inode blocks are worth collecting only when little of them is live.
-            let c = if e.kind() == LogKind::Inode { 8.0 } else { 1.0 };
-            let score = if urgent {
-                (1.0 - u) / (1.0 + u * (c - 1.0))
-            } else {
-                (1.0 - u) * age / (1.0 + u * c)
-            };
-            if best.is_none_or(|(s, _)| score > s) {
-                best = Some((score, i as u32));
+        for i in 0..self.st.blocks.len() as u32 {
+            if let Some(score) = self.victim_score(i, urgent, room) {
+                if best.is_none_or(|(s, _)| score > s) {
+                    best = Some((score, i));
+                }
             }
         }
         best.map(|x| x.1)
+    }
+
+    /// When space is needed now: drops a victim chosen earlier (in the background, by age)
+    /// if another block gives back space far more cheaply. What was already moved stays moved.
+    fn reconsider_victim(&mut self) {
+        let Some(v) = self.gc.victim else {
+            return;
+        };
+        if self.gc.unreadable || self.gc.unknown {
+            return;
+        }
+        let room = self.copy_room();
+        let cur = self.victim_score(v, true, room).unwrap_or(0.0);
+        if let Some(b) = self.best_victim(true) {
+            let best = self.victim_score(b, true, room).unwrap_or(0.0);
+            if b != v && best > 2.0 * cur {
+                self.gc.victim = None;
+            }
+        }
+    }
+
+    /// Whether `b` was kept for an unreadable item and nothing in it has died since.
+    fn is_kept(&self, b: u32) -> bool {
+        self.gc.kept.iter().any(|&(k, live)| {
+            k == b
+                && self
+                    .st
+                    .blocks
+                    .get(b as usize)
+                    .is_some_and(|e| e.state() == BlockState::Used && e.live >= live)
+        })
+    }
+
+    /// Makes `b` the victim.
+    fn start_victim(&mut self, b: u32) {
+        self.gc.kept.retain(|&(k, _)| k != b);
+        self.gc.victim = Some(b);
+        self.gc.pos = 0;
+        self.gc.carry = 0;
+        self.gc.unreadable = false;
+        self.gc.unknown = false;
     }
 
     /// Chooses the next victim (scrub, wear leveling, then cost-benefit). False if none.
@@ -217,28 +323,23 @@ impl<F: Flash> Fs<F> {
                     }
                 }
                 let e = self.st.blocks[b as usize];
-                if e.state() == BlockState::Used && e.kind() != LogKind::Journal {
-                    self.gc.victim = Some(b);
-                    self.gc.pos = 0;
-                    self.gc.carry = 0;
+                if e.state() == BlockState::Used && e.kind() != LogKind::Journal && !self.is_kept(b)
+                {
+                    self.start_victim(b);
                     return true;
                 }
             }
         }
         if !urgent && self.wl_due() {
             if let Some(b) = self.wl_candidate() {
-                self.gc.victim = Some(b);
-                self.gc.pos = 0;
-                self.gc.carry = 0;
+                self.start_victim(b);
                 self.gc.wl_moves += 1;
                 return true;
             }
         }
         match self.best_victim(urgent) {
             Some(b) => {
-                self.gc.victim = Some(b);
-                self.gc.pos = 0;
-                self.gc.carry = 0;
+                self.start_victim(b);
                 true
             }
             None => false,
@@ -247,21 +348,31 @@ impl<F: Flash> Fs<F> {
 
     /// Runs collection until one block is finished. Returns whether anything was collected.
     pub(crate) fn collect(&mut self, urgent: bool) -> Result<bool> {
-        if self.gc.victim.is_none() && !self.pick_victim(urgent) {
-            return Ok(false);
-        }
         let bs = self.st.p.geometry.block_size();
         let before = self.gc.blocks_collected;
-        let mut progress = false;
-        while self.gc.victim.is_some() {
-            let n = self.gc_work(bs)?;
-            // Finishing a victim examined to its end by an earlier step takes no page.
-            if n == 0 && self.gc.blocks_collected == before {
-                break;
-            }
-            progress = true;
+        if urgent {
+            self.reconsider_victim();
         }
-        Ok(progress || self.gc.blocks_collected > before)
+        // A victim chosen earlier may need room for copies that is gone now: it is dropped
+        // and one that copies nothing is chosen instead (second round).
+        for _ in 0..2 {
+            if self.gc.victim.is_none() && !self.pick_victim(urgent) {
+                return Ok(false);
+            }
+            let mut progress = false;
+            while self.gc.victim.is_some() {
+                let n = self.gc_work(bs)?;
+                // Finishing a victim examined to its end by an earlier step takes no page.
+                if n == 0 && self.gc.blocks_collected == before {
+                    break;
+                }
+                progress = true;
+            }
+            if progress || self.gc.blocks_collected > before || self.gc.victim.is_some() {
+                return Ok(progress || self.gc.blocks_collected > before);
+            }
+        }
+        Ok(false)
     }
 
     /// Examines up to `budget` pages of the current victim. Returns pages examined.
@@ -278,11 +389,22 @@ impl<F: Flash> Fs<F> {
         }
         let mut pages = 0;
         while pages < budget {
-            // Never take the last free block (a checkpoint needs it to release what was
-            // collected), and let a checkpoint write what collection dirtied before going on.
-            // (A victim with nothing live needs no room at all.)
-            let needs_room = self.st.blocks[victim as usize].live > 0;
-            if needs_room && self.st.free_blocks() < 2 {
+            // Copies must leave what a checkpoint needs (it releases what was collected), and
+            // a checkpoint writes what collection dirtied before the next checkpoint cannot.
+            // (Metadata victims copy nothing now: the checkpoint rewrites their live nodes.)
+            let e = self.st.blocks[victim as usize];
+            let needs_room = e.live > 0 && self.copies_now(e.kind());
+            if needs_room && !self.copy_room() {
+                if self.checkpoint_pays() && self.tx.is_none() && !self.replaying {
+                    self.checkpoint_inner(false)?;
+                    self.refresh_floors();
+                    if self.copy_room() {
+                        continue;
+                    }
+                }
+                // Leave this victim for later: a block whose collection copies nothing can
+                // be taken meanwhile (the next choice knows there is no room).
+                self.gc.victim = None;
                 break;
             }
             if self.dirty_items() > 2 * self.cfg.max_dirty {
@@ -295,33 +417,86 @@ impl<F: Flash> Fs<F> {
                 }
             }
             if self.gc.pos >= bs {
-                self.finish_victim(victim);
+                self.end_victim(victim)?;
                 break;
             }
             let ended = match g.kind {
-                FlashKind::Nand => self.gc_nand_page(victim, self.gc.pos / g.page_size)?,
-                FlashKind::Nor => self.gc_nor_chunk(victim)?,
+                FlashKind::Nand => self.gc_nand_page(victim, self.gc.pos / g.page_size),
+                FlashKind::Nor => self.gc_nor_chunk(victim),
+            };
+            let ended = match ended {
+                Ok(e) => e,
+                // No room for a copy after all: this victim waits (what moved stays moved;
+                // the item that did not move is examined again next time).
+                Err(Error::NoSpace) => {
+                    self.gc.victim = None;
+                    break;
+                }
+                Err(e) => return Err(e),
             };
             pages += 1;
             if g.kind == FlashKind::Nand {
                 self.gc.pos += g.page_size;
             }
             if ended {
-                self.finish_victim(victim);
+                self.end_victim(victim)?;
                 break;
             }
         }
         Ok(pages)
     }
 
-    fn finish_victim(&mut self, victim: u32) {
-        let e = &mut self.st.blocks[victim as usize];
-        e.live = 0;
-        self.st.set_state(victim, BlockState::PendingErase);
+    /// The victim has been examined to its end: it waits for the next checkpoint to be
+    /// erased, unless it holds something live that could not be read.
+    fn end_victim(&mut self, victim: u32) -> Result<()> {
+        let mut keep = self.gc.unreadable;
+        if !keep && self.gc.unknown {
+            // What could be read has moved (data) or is dirty (metadata); a checkpoint
+            // rewrites the metadata, killing its bytes here. Whatever the block is still
+            // credited with is what could not be read.
+            if self.tx.is_some() || self.replaying {
+                keep = true;
+            } else {
+                self.checkpoint_inner(false)?;
+                keep = self.st.blocks[victim as usize].state() != BlockState::Used
+                    || self.st.blocks[victim as usize].live > 0;
+            }
+        }
         self.gc.victim = None;
         self.gc.pos = 0;
         self.gc.carry = 0;
+        self.gc.unreadable = false;
+        self.gc.unknown = false;
+        if keep {
+            if self.st.blocks[victim as usize].state() == BlockState::Used {
+                let live = self.st.blocks[victim as usize].live;
+                if self.gc.kept.len() >= KEPT_MAX {
+                    self.gc.kept.remove(0);
+                }
+                self.gc.kept.push((victim, live));
+            }
+            self.gc.blocks_kept += 1;
+            return Ok(());
+        }
+        let e = &mut self.st.blocks[victim as usize];
+        e.live = 0;
+        self.st.set_state(victim, BlockState::PendingErase);
         self.gc.blocks_collected += 1;
+        Ok(())
+    }
+
+    /// Runs one item's collection; an item that cannot be read or whose owner cannot be read
+    /// (`Io`, `Corrupt`) makes the victim's liveness unknown instead of failing the operation
+    /// that triggered collection.
+    fn gc_item(&mut self, r: Result<()>) -> Result<()> {
+        match r {
+            Ok(()) => Ok(()),
+            Err(Error::Io) | Err(Error::Corrupt) => {
+                self.gc.unknown = true;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Collects one NAND page. Returns true when the rest of the block is unwritten.
@@ -338,18 +513,42 @@ impl<F: Flash> Fs<F> {
             Ok(Some(t)) => t,
             // Never programmed, or skipped by recovery after a power cut: later pages may still
             // hold nodes.
-            Ok(None) => return Ok(false),
-            Err(_) => return Ok(false),
+            Ok(None) if st != EccStatus::Uncorrectable => return Ok(false),
+            // Unreadable, or a tag that fails its check: a torn page or a damaged one.
+            _ => {
+                self.gc.unknown = true;
+                return Ok(false);
+            }
         };
         let base = p.addr_of(page as u64 * g.page_size as u64);
         if tag.kind == TAG_DATA {
-            if st == EccStatus::Uncorrectable || tag.data_crc != crate::codec::crc32c(&data) {
-                return Ok(false);
+            let mut good = st != EccStatus::Uncorrectable && tag.data_crc == crc32c(&data);
+            for _ in 0..READ_RETRIES {
+                if good {
+                    break;
+                }
+                let st = self.st.read_page(page, &mut data, &mut oob[..n])?;
+                good = st != EccStatus::Uncorrectable && tag.data_crc == crc32c(&data);
             }
-            self.gc_data_block(tag.ino, tag.block, base, &data)?;
+            let r = if good {
+                self.gc_data_block(tag.ino, tag.block, base, &data)
+            } else {
+                // The tag (it has its own check) says whose block this is: if the file still
+                // maps it here, it is live and unreadable.
+                match self.data_refs(tag.ino, tag.block, base) {
+                    Ok((false, false)) => Ok(()),
+                    Ok(_) => {
+                        self.gc.unreadable = true;
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            };
+            self.gc_item(r)?;
             return Ok(false);
         }
-        if tag.kind != TAG_NODES || st == EccStatus::Uncorrectable {
+        if st == EccStatus::Uncorrectable {
+            self.gc.unknown = true;
             return Ok(false);
         }
         if carry >= data.len() {
@@ -377,12 +576,15 @@ impl<F: Flash> Fs<F> {
                 if h.typ == NodeType::DataZ && i + h.len as usize > data.len() {
                     let a = Addr(base.0 + (i >> p.addr_shift) as u32);
                     let mut bytes = vec![0u8; h.len as usize];
-                    if self.st.read(p.byte_of(a), &mut bytes).is_err()
-                        || node::verify(&bytes, &h).is_err()
-                    {
+                    let ok = self.st.read_checked(p.byte_of(a), &mut bytes, &mut |b| {
+                        node::verify(b, &h).is_ok()
+                    })?;
+                    if !ok {
+                        self.gc.unknown = true;
                         break;
                     }
-                    self.gc_dataz_node(a, &h, &bytes)?;
+                    let r = self.gc_dataz_node(a, &h, &bytes);
+                    self.gc_item(r)?;
                     self.gc.carry = (i + p.align(h.len) as usize - data.len()) as u32;
                     break;
                 }
@@ -390,23 +592,27 @@ impl<F: Flash> Fs<F> {
             match node::probe(&data[i..], (data.len() - i) as u32) {
                 Probe::Erased => break,
                 Probe::Padding => i += unit,
-                Probe::Garbage => break,
+                // A node page is programmed once, from a buffer of whole nodes and padding:
+                // anything else in it is damage (or a torn program).
+                Probe::Garbage => {
+                    self.gc.unknown = true;
+                    break;
+                }
                 Probe::Header(h) => {
                     let len = h.len as usize;
                     if node::verify(&data[i..], &h).is_err() {
+                        self.gc.unknown = true;
                         break;
                     }
                     let a = Addr(base.0 + (i >> p.addr_shift) as u32);
-                    if h.typ == NodeType::Data {
-                        // A data node starting in this page runs on into following pages.
-                        self.gc_data_node(a, &data[i..i + len])?;
-                    } else if h.typ == NodeType::DataZ {
-                        let bytes = data[i..i + len].to_vec();
-                        self.gc_dataz_node(a, &h, &bytes)?;
-                    } else {
-                        let bytes = data[i..i + len].to_vec();
-                        self.gc_node(a, &h, &bytes)?;
-                    }
+                    let bytes = data[i..i + len].to_vec();
+                    // (Raw `Data` nodes exist only on NOR: on NAND one is dead.)
+                    let r = match h.typ {
+                        NodeType::Data => Ok(()),
+                        NodeType::DataZ => self.gc_dataz_node(a, &h, &bytes),
+                        _ => self.gc_node(a, &h, &bytes),
+                    };
+                    self.gc_item(r)?;
                     i += p.align(h.len) as usize;
                 }
             }
@@ -420,37 +626,54 @@ impl<F: Flash> Fs<F> {
         let bs = p.geometry.block_size();
         let pos = victim as u64 * bs as u64 + self.gc.pos as u64;
         let room = bs - self.gc.pos;
+        let ps = p.geometry.page_size;
+        // Skips to the next program page: nodes written after a recovery start on one.
+        let skip_page = |gc: &mut GcState| {
+            gc.pos = (gc.pos / ps + 1) * ps;
+            gc.pos >= bs
+        };
         let mut head = vec![0u8; (NODE_HEADER.min(room)) as usize];
-        self.st.read(pos, &mut head)?;
+        let probe = |b: &[u8]| !matches!(node::probe(b, room), Probe::Garbage);
+        if !self.st.read_checked(pos, &mut head, &mut { probe })? {
+            // Neither erased nor a node header, however often it is read: a torn program or
+            // a damaged header.
+            self.gc.unknown = true;
+            return Ok(skip_page(&mut self.gc));
+        }
         match node::probe(&head, room) {
-            Probe::Erased | Probe::Garbage => {
-                // End of what was written, or a gap left by recovery after a power cut: nodes
-                // written after recovery start on a later program-page boundary.
-                let ps = p.geometry.page_size;
-                self.gc.pos = (self.gc.pos / ps + 1) * ps;
-                Ok(self.gc.pos >= bs)
-            }
+            // End of what was written, or a gap left by recovery after a power cut.
+            Probe::Erased | Probe::Garbage => Ok(skip_page(&mut self.gc)),
             Probe::Padding => {
                 self.gc.pos += p.unit();
                 Ok(false)
             }
             Probe::Header(h) => {
                 let mut bytes = vec![0u8; h.len as usize];
-                self.st.read(pos, &mut bytes)?;
-                if node::verify(&bytes, &h).is_err() {
-                    let ps = p.geometry.page_size;
-                    self.gc.pos = (self.gc.pos / ps + 1) * ps;
-                    return Ok(self.gc.pos >= bs);
+                if !self
+                    .st
+                    .read_checked(pos, &mut bytes, &mut |b| node::verify(b, &h).is_ok())?
+                {
+                    self.gc.unknown = true;
+                    return Ok(skip_page(&mut self.gc));
                 }
                 let a = p.addr_of(pos);
                 let mut adv = p.align(h.len);
-                if h.typ == NodeType::Data {
-                    adv = self.gc_data_node(a, &bytes)?;
-                } else if h.typ == NodeType::DataZ {
-                    self.gc_dataz_node(a, &h, &bytes)?;
-                } else {
-                    self.gc_node(a, &h, &bytes)?;
+                let r = match h.typ {
+                    NodeType::Data => match self.gc_data_node(a, &bytes) {
+                        Ok(n) => {
+                            adv = n;
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    },
+                    NodeType::DataZ => self.gc_dataz_node(a, &h, &bytes),
+                    _ => self.gc_node(a, &h, &bytes),
+                };
+                if r.is_err() && h.typ == NodeType::Data {
+                    // Skip the payload too (its length is in the verified header).
+                    adv = data_node_span(&p, &bytes);
                 }
+                self.gc_item(r)?;
                 self.gc.pos += adv.max(p.unit());
                 Ok(false)
             }
@@ -468,7 +691,7 @@ impl<F: Flash> Fs<F> {
                     MapEntry::File { .. } | MapEntry::Linked(_) => {
                         let c = match self.load_file(ino) {
                             Ok(c) => c,
-                            Err(Error::Corrupt) | Err(Error::NotFound) => return Ok(()),
+                            Err(Error::NotFound) => return Ok(()),
                             Err(e) => return Err(e),
                         };
                         if !c.dirty && c.node.node_addr == a {
@@ -533,7 +756,7 @@ impl<F: Flash> Fs<F> {
                 }
                 let mut content = match self.load_file(ino) {
                     Ok(c) => c.node.content.clone(),
-                    Err(Error::Corrupt) | Err(Error::NotFound) => return Ok(()),
+                    Err(Error::NotFound) => return Ok(()),
                     Err(e) => return Err(e),
                 };
                 let moved = {
@@ -568,7 +791,7 @@ impl<F: Flash> Fs<F> {
                         pos,
                     },
                 ) {
-                    Ok(_) | Err(Error::Corrupt) | Err(Error::NotFound) => {}
+                    Ok(_) | Err(Error::NotFound) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -612,7 +835,7 @@ impl<F: Flash> Fs<F> {
                 }
                 match self.load_file(ino) {
                     Ok(c) => c.node.content.clone(),
-                    Err(Error::Corrupt) | Err(Error::NotFound) => return Ok((false, ov)),
+                    Err(Error::NotFound) => return Ok((false, ov)),
                     Err(e) => return Err(e),
                 }
             }
@@ -669,10 +892,11 @@ impl<F: Flash> Fs<F> {
         }
         let new = self
             .st
-            .write_data_page(LogKind::DataCold, ino, b, data, Priority::Reserve)?;
+            .write_data_page(LogKind::DataCold, ino, b, data, Priority::Log)?;
+        self.retarget(ino, b, 1, committed, overlay, new)?;
         self.kill_data(a);
         self.gc.moved_bytes += data.len() as u64;
-        self.retarget(ino, b, 1, committed, overlay, new)
+        Ok(())
     }
 
     /// Liveness and relocation of a compressed data node: a live one is copied as it is (no
@@ -711,13 +935,13 @@ impl<F: Flash> Fs<F> {
             LogKind::DataCold,
             nb,
             share * live.len() as u32,
-            Priority::Reserve,
+            Priority::Log,
         )?;
-        self.st.kill(a, share * live.len() as u32);
-        self.gc.moved_bytes += len as u64;
-        for (b, c, o) in live {
+        for &(b, c, o) in &live {
             self.retarget(h.ino, b, 1, c, o, Addr::packed(na))?;
         }
+        self.st.kill(a, share * live.len() as u32);
+        self.gc.moved_bytes += len as u64;
         Ok(())
     }
 
@@ -735,7 +959,9 @@ impl<F: Flash> Fs<F> {
         let bs = p.data_block as usize;
         let mut all = vec![0u8; z.raw_len as usize];
         if compress::decompress(z.algo, z.payload, &mut all).is_err() {
-            // Unreadable: the blocks read as EIO wherever they are; leave them.
+            // Its CRC held but it does not decompress: live blocks nobody can read. They stay
+            // where they are (reads give EIO), and so does the victim.
+            self.gc.unreadable = true;
             return Ok(());
         }
         let mut i = 0;
@@ -759,7 +985,7 @@ impl<F: Flash> Fs<F> {
                         LogKind::DataCold,
                         nb,
                         credit,
-                        Priority::Reserve,
+                        Priority::Log,
                     )?;
                     ptrs.resize(n, Addr::packed(na));
                     self.gc.moved_bytes += l as u64;
@@ -774,7 +1000,7 @@ impl<F: Flash> Fs<F> {
                                 h.ino,
                                 b,
                                 blk,
-                                Priority::Reserve,
+                                Priority::Log,
                             )?,
                             FlashKind::Nor => {
                                 let hdr = self.write_data_node(
@@ -783,7 +1009,7 @@ impl<F: Flash> Fs<F> {
                                     b,
                                     1,
                                     blk,
-                                    Priority::Reserve,
+                                    Priority::Log,
                                 )?;
                                 Addr(hdr.0 + (DATA_HEADER >> p.addr_shift))
                             }
@@ -794,15 +1020,17 @@ impl<F: Flash> Fs<F> {
                 }
             }
             for (k, &(b, c, o)) in live[i..j].iter().enumerate() {
-                self.st.kill(a, share);
                 self.retarget(h.ino, b, 1, c, o, ptrs[k])?;
+                self.st.kill(a, share);
             }
             i = j;
         }
         Ok(())
     }
 
-    /// Liveness and relocation of a data node (header plus payload); returns its length.
+    /// Liveness and relocation of a NOR data node (header plus payload); returns the bytes it
+    /// spans. Each live block is checked against its CRC before it is copied; a live block
+    /// that fails it (however often it is read) is not copied, and keeps the victim.
     fn gc_data_node(&mut self, a: Addr, bytes: &[u8]) -> Result<u32> {
         let p = self.st.p;
         let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
@@ -810,50 +1038,76 @@ impl<F: Flash> Fs<F> {
         let count = r.u32()?;
         let plen = r.u32()?;
         let ino = u32::from_le_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
-        let bs = p.data_block;
-        if count == 0 || count > 4096 || plen != count * bs || first.checked_add(count).is_none() {
+        let bs = p.data_block as usize;
+        let slot = p.data_slot();
+        if count == 0
+            || count > 4096
+            || plen != count.saturating_mul(slot)
+            || first.checked_add(count).is_none()
+        {
             return Ok(p.align(DATA_HEADER));
         }
-        let total = p.align(DATA_HEADER + plen);
+        let total = data_node_span(&p, bytes);
         let stride = Index::<F>::stride(&p);
         let payload_addr = Addr(a.0 + (DATA_HEADER >> p.addr_shift));
-        // Check each block; copy live runs.
-        let mut live: Vec<(u32, bool, bool)> = Vec::with_capacity(count as usize);
+        // Liveness of every block, then the live ones read and checked.
+        let mut good: Vec<(u32, bool, bool, Vec<u8>)> = Vec::new();
+        let mut buf = vec![0u8; bs + DATA_CRC_LEN as usize];
         for k in 0..count {
-            let (c, o) = self.data_refs(ino, first + k, Addr(payload_addr.0 + k * stride))?;
-            live.push((k, c, o));
-        }
-        let mut k = 0usize;
-        while k < live.len() {
-            let (_, c, o) = live[k];
+            let at = Addr(payload_addr.0 + k * stride);
+            let (c, o) = self.data_refs(ino, first + k, at)?;
             if !c && !o {
-                k += 1;
                 continue;
             }
-            let mut j = k + 1;
-            while j < live.len() && live[j].1 == c && live[j].2 == o {
+            let ok = self.st.read_checked(p.byte_of(at), &mut buf, &mut |s| {
+                node::data_slot_ok(ino, first + k, s, bs)
+            })?;
+            if ok {
+                good.push((k, c, o, buf[..bs].to_vec()));
+            } else {
+                self.gc.unreadable = true;
+            }
+        }
+        // Runs of consecutive good blocks with the same owners move as one node each.
+        let mut i = 0usize;
+        while i < good.len() {
+            let (k0, c, o, _) = good[i];
+            let mut j = i + 1;
+            while j < good.len()
+                && good[j].0 == good[j - 1].0 + 1
+                && good[j].1 == c
+                && good[j].2 == o
+            {
                 j += 1;
             }
-            let n = (j - k) as u32;
-            let mut payload = vec![0u8; (n * bs) as usize];
-            let src = p.byte_of(payload_addr) + k as u64 * bs as u64;
-            self.st.read(src, &mut payload)?;
-            let na = self.write_data_node(
-                LogKind::DataCold,
-                ino,
-                first + k as u32,
-                n,
-                &payload,
-                Priority::Reserve,
-            )?;
-            let new_payload = Addr(na.0 + (DATA_HEADER >> p.addr_shift));
-            for m in 0..n {
-                self.kill_data(Addr(payload_addr.0 + (k as u32 + m) * stride));
+            let n = (j - i) as u32;
+            let mut data = Vec::with_capacity(n as usize * bs);
+            for g in &good[i..j] {
+                data.extend_from_slice(&g.3);
             }
-            self.gc.moved_bytes += (n * bs) as u64;
-            self.retarget(ino, first + k as u32, n, c, o, new_payload)?;
-            k = j;
+            let na =
+                self.write_data_node(LogKind::DataCold, ino, first + k0, n, &data, Priority::Log)?;
+            let new_payload = Addr(na.0 + (DATA_HEADER >> p.addr_shift));
+            self.retarget(ino, first + k0, n, c, o, new_payload)?;
+            for g in &good[i..j] {
+                self.kill_data(Addr(payload_addr.0 + g.0 * stride));
+            }
+            self.gc.moved_bytes += n as u64 * bs as u64;
+            i = j;
         }
         Ok(total)
     }
+}
+
+/// Bytes a NOR data node spans (header, payload and padding), from its verified header.
+fn data_node_span(p: &crate::layout::Params, bytes: &[u8]) -> u32 {
+    let plen = bytes
+        .get(32..36)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .unwrap_or(0);
+    p.align(
+        DATA_HEADER
+            .saturating_add(plen)
+            .min(p.geometry.block_size()),
+    )
 }

@@ -15,9 +15,9 @@ use crate::error::{Error, Result};
 use crate::file::{blocks_for, inline_limit, Content, FileNode, Index};
 use crate::flash::{EccStatus, Flash, FlashKind};
 use crate::journal::{max_commit_extents, BlockMap, Record, Tid};
-use crate::layout::{Addr, LogKind, NODE_HEADER};
+use crate::layout::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
 use crate::map::MapEntry;
-use crate::node::{NodeBuilder, NodeType, OobTag, OOB_TAG_LEN};
+use crate::node::{self, NodeBuilder, NodeType, OobTag, OOB_TAG_LEN};
 use crate::store::{BlockInfo, BlockState, Priority, DATA_HEADER};
 use crate::types::{ExtentMap, Ino, Time};
 
@@ -468,7 +468,19 @@ impl<F: Flash> Fs<F> {
                 if !p.addr_valid(a) {
                     return Err(Error::Corrupt);
                 }
-                self.st.read(p.byte_of(a), buf)
+                let bs = p.data_block as usize;
+                if buf.len() != bs {
+                    return Err(Error::Invalid);
+                }
+                let mut slot = vec![0u8; bs + DATA_CRC_LEN as usize];
+                let ok = self.st.read_checked(p.byte_of(a), &mut slot, &mut |s| {
+                    node::data_slot_ok(ino, b, s, bs)
+                })?;
+                if !ok {
+                    return Err(Error::Io);
+                }
+                buf.copy_from_slice(&slot[..bs]);
+                Ok(())
             }
         }
     }
@@ -609,7 +621,23 @@ impl<F: Flash> Fs<F> {
                 _ => break,
             }
         }
-        self.st.read(p.byte_of(first), &mut dst[..count * bs])?;
+        // One read for the run, slots and their CRCs included; a block that fails its CRC is
+        // read again on its own (the error may be transient).
+        let slot = p.data_slot() as usize;
+        let mut raw = vec![0u8; (count - 1) * slot + bs + DATA_CRC_LEN as usize];
+        let read = self.st.read(p.byte_of(first), &mut raw);
+        for k in 0..count {
+            let s = &raw[k * slot..k * slot + bs + DATA_CRC_LEN as usize];
+            let out = &mut dst[k * bs..(k + 1) * bs];
+            if read.is_ok() && node::data_slot_ok(ino, b + k as u32, s, bs) {
+                out.copy_from_slice(&s[..bs]);
+            } else if let Err(e @ Error::PowerLoss) = read {
+                return Err(e);
+            } else {
+                let a = Addr(first.0 + k as u32 * stride);
+                self.read_data(a, ino, b + k as u32, out)?;
+            }
+        }
         Ok(count * bs)
     }
 
@@ -687,8 +715,11 @@ impl<F: Flash> Fs<F> {
         // Room for writing it all back, so a write either happens whole or not at all: the
         // blocks as flush_blocks will write them (each with its data node header on NOR).
         let blocks = need / bs + self.dcache.dirty_count() as u64;
-        let bytes = blocks * (bs + DATA_HEADER as u64);
-        self.ensure_blocks(bytes.div_ceil(p.geometry.block_size() as u64) as u32)?;
+        let bytes = blocks * (p.data_slot() as u64 + DATA_HEADER as u64);
+        self.ensure_blocks(
+            bytes.div_ceil(p.geometry.block_size() as u64) as u32,
+            Priority::User,
+        )?;
         let ov = self.overlay(ino)?;
         ov.mtime = now;
         ov.ctime = now;
@@ -756,9 +787,10 @@ impl<F: Flash> Fs<F> {
         let p = self.st.p;
         let stride = Index::<F>::stride(&p);
         let bs = p.data_block as usize;
-        let bytes = dirty.len() as u64 * (bs as u64 + DATA_HEADER as u64);
+        let bytes = dirty.len() as u64 * (p.data_slot() as u64 + DATA_HEADER as u64);
         let blocks = bytes.div_ceil(p.geometry.block_size() as u64) as u32;
-        if let Err(e) = self.ensure_blocks(blocks) {
+        // Admitted when it was written (see `write_ino`): written back at the journal's level.
+        if let Err(e) = self.ensure_blocks(blocks, Priority::Log) {
             // Put the blocks back as dirty: nothing was written.
             for (b, d) in dirty {
                 self.dcache.put(ino, b, d, true);
@@ -803,13 +835,14 @@ impl<F: Flash> Fs<F> {
                 for (b, data) in &dirty {
                     let a =
                         self.st
-                            .write_data_page(LogKind::DataHot, ino, *b, data, Priority::User)?;
+                            .write_data_page(LogKind::DataHot, ino, *b, data, Priority::Log)?;
                     written.push((*b, 1, a));
                 }
             }
             FlashKind::Nor => {
                 // Contiguous runs become one data node each.
-                let max_run = ((p.geometry.block_size() - DATA_HEADER) as usize / bs).clamp(1, 64);
+                let max_run =
+                    ((p.geometry.block_size() - DATA_HEADER) / p.data_slot()).clamp(1, 64) as usize;
                 let mut i = 0;
                 while i < dirty.len() {
                     let mut j = i + 1;
@@ -828,7 +861,7 @@ impl<F: Flash> Fs<F> {
                         first,
                         count,
                         &payload,
-                        Priority::User,
+                        Priority::Log,
                     )?;
                     written.push((first, count, Addr(a.0 + (DATA_HEADER >> p.addr_shift))));
                     i = j;
@@ -844,7 +877,7 @@ impl<F: Flash> Fs<F> {
             let credit = n * compress::share(len, *n);
             let a = self
                 .st
-                .write_spanning_node(LogKind::DataHot, nb, credit, Priority::User)?;
+                .write_spanning_node(LogKind::DataHot, nb, credit, Priority::Log)?;
             for k in 0..*n {
                 written.push((b + k, 1, Addr::packed(a)));
             }
@@ -1012,22 +1045,28 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
-    /// Writes a data node (header plus raw payload) and returns the header address.
+    /// NOR: writes `count` consecutive file blocks from `first` (`data`, whole blocks) as one
+    /// data node, each block followed by its CRC, and returns the header address (block `k`
+    /// is at `header + DATA_HEADER + k · data_slot`).
     pub(crate) fn write_data_node(
         &mut self,
         kind: LogKind,
         ino: Ino,
         first: u32,
         count: u32,
-        payload: &[u8],
+        data: &[u8],
         prio: Priority,
     ) -> Result<Addr> {
+        let p = self.st.p;
+        let (bs, slot) = (p.data_block as usize, p.data_slot() as usize);
+        if data.len() != count as usize * bs {
+            return Err(Error::Invalid);
+        }
+        let mut payload = Vec::with_capacity(count as usize * slot);
+        node::put_data_slots(&mut payload, ino, first, data, bs, slot);
         let mut nb = NodeBuilder::new(NodeType::Data, 0, ino, DATA_HEADER as usize);
-        nb.w.u32(first)
-            .u32(count)
-            .u32(payload.len() as u32)
-            .u32(crate::codec::crc32c(payload));
-        self.st.write_data_node(kind, nb, payload, prio)
+        nb.w.u32(first).u32(count).u32(payload.len() as u32).u32(0);
+        self.st.write_data_node(kind, nb, &payload, prio)
     }
 
     // ----- truncate ---------------------------------------------------------------------
@@ -1655,87 +1694,6 @@ impl<F: Flash> Fs<F> {
     }
 
     // ----- space ------------------------------------------------------------------------
-
-    /// Makes sure `bytes` more can be written, collecting garbage (and checkpointing to free
-    /// what it collected) as needed; `NoSpace` when the device is full.
-    pub(crate) fn ensure_space(&mut self, bytes: u64) -> Result<()> {
-        let margin = self.st.reserve_blocks() + 1;
-        let mut rounds = 0u32;
-        loop {
-            let (_, free) = self.space();
-            let free_blocks = self.st.free_blocks();
-            if free >= bytes && free_blocks >= margin {
-                return Ok(());
-            }
-            rounds += 1;
-            if rounds > 4 * self.st.p.geometry.blocks + 16 {
-                return Err(Error::NoSpace);
-            }
-            let can_cp = self.tx.is_none() && !self.replaying;
-            // Blocks emptied by GC come back only with a checkpoint: take one before the free
-            // pool runs dry.
-            if free_blocks < margin + 2 && self.st.pending_blocks() > 0 && can_cp {
-                self.checkpoint_inner(false)?;
-                continue;
-            }
-            if free < bytes && !self.gc_could_help(bytes) {
-                return Err(Error::NoSpace);
-            }
-            if !self.collect(true)? {
-                if self.st.pending_blocks() > 0 && can_cp {
-                    self.checkpoint_inner(false)?;
-                    continue;
-                }
-                return Err(Error::NoSpace);
-            }
-        }
-    }
-
-    /// Makes sure `n` blocks beyond the reserve are free, collecting and checkpointing as
-    /// needed.
-    pub(crate) fn ensure_blocks(&mut self, n: u32) -> Result<()> {
-        let mut rounds = 0u32;
-        loop {
-            let free_blocks = self.st.free_blocks();
-            if free_blocks >= self.st.reserve_blocks() + n.max(1) {
-                return Ok(());
-            }
-            rounds += 1;
-            if rounds > 4 * self.st.p.geometry.blocks + 16 {
-                return Err(Error::NoSpace);
-            }
-            let can_cp = self.tx.is_none() && !self.replaying;
-            if self.st.pending_blocks() > 0 && can_cp {
-                self.checkpoint_inner(false)?;
-                continue;
-            }
-            if !self.collect(true)? {
-                return Err(Error::NoSpace);
-            }
-        }
-    }
-
-    /// Work done after every modifying operation: a bounded step of garbage collection when
-    /// free blocks run low, and a checkpoint when the journal or dirty metadata is large.
-    pub(crate) fn after_op(&mut self) -> Result<()> {
-        if self.cfg.read_only {
-            return Ok(());
-        }
-        #[cfg(debug_assertions)]
-        if let Err(e) = self.debug_check_blocks() {
-            panic!("before after_op: {e}");
-        }
-        self.gc_background()?;
-        #[cfg(debug_assertions)]
-        if let Err(e) = self.debug_check_blocks() {
-            panic!("after gc_background: {e}");
-        }
-        self.maybe_checkpoint()?;
-        if self.cfg.sync && self.tx.is_none() {
-            self.journal_flush()?;
-        }
-        Ok(())
-    }
 
     /// Open handles (for front ends).
     pub fn open_handles(&self) -> usize {

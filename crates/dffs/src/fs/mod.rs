@@ -6,6 +6,7 @@
 //! record and then applied by one function (`Fs::apply`) that replay after a power cut uses
 //! too. It must never touch the device except through the store.
 
+mod budget;
 mod fsck;
 mod gc;
 mod io;
@@ -228,6 +229,9 @@ pub struct Activity {
     pub gc_moved_bytes: u64,
     /// Blocks moved by static wear leveling.
     pub wl_moves: u64,
+    /// Victims garbage collection examined but kept, because something in them that may be
+    /// live could not be read.
+    pub gc_kept_blocks: u64,
     /// Device operations issued.
     pub ops: OpCounts,
 }
@@ -488,8 +492,7 @@ impl<F: Flash> Fs<F> {
                 && !taken
                 && self.st.blocks[b as usize].state() == BlockState::Head
             {
-                self.st.heads[h].block = b;
-                self.st.heads[h].off = off;
+                self.st.heads[h] = crate::store::Head::resumed(b, off, p.geometry.page_size);
             }
         }
         for b in 0..nblocks {
@@ -673,6 +676,15 @@ impl<F: Flash> Fs<F> {
                             pos += room;
                             continue;
                         }
+                        // On paired-page NAND the journal leaves upper pages of durable lower
+                        // pages unprogrammed and goes on after them.
+                        if g.kind == FlashKind::Nand
+                            && g.pairing.lower_of(pos / g.page_size).is_some()
+                            && pos + g.page_size < bs
+                        {
+                            pos += g.page_size;
+                            continue;
+                        }
                         break;
                     }
                     Probe::Padding => {
@@ -827,8 +839,23 @@ impl<F: Flash> Fs<F> {
         self.write_remaps()?;
         let nb = rec.encode();
         let len = nb.w.len() as u64;
-        self.st
-            .write_node(LogKind::Journal, nb, Priority::Reserve)?;
+        match self.st.write_node(LogKind::Journal, nb, Priority::Log) {
+            Ok(_) => {}
+            // Out of journal room: a checkpoint starts the journal afresh and gives back the
+            // blocks collected so far. Only between operations of their own (a record of a
+            // transaction or of a split commit must not see a checkpoint before its end).
+            Err(Error::NoSpace)
+                if rec.tid() == 0
+                    && self.tx.is_none()
+                    && !self.replaying
+                    && self.releasable_blocks() > 0 =>
+            {
+                self.checkpoint_inner(false)?;
+                self.st
+                    .write_node(LogKind::Journal, rec.encode(), Priority::Log)?;
+            }
+            Err(e) => return Err(e),
+        }
         self.journal_bytes += len;
         Ok(())
     }
@@ -841,8 +868,7 @@ impl<F: Flash> Fs<F> {
                 physical: r.physical,
             }
             .encode();
-            self.st
-                .write_node(LogKind::Journal, nb, Priority::Reserve)?;
+            self.st.write_node(LogKind::Journal, nb, Priority::Log)?;
             self.st.flush(LogKind::Journal)?;
         }
         Ok(())
@@ -934,6 +960,15 @@ impl<F: Flash> Fs<F> {
     }
 
     pub(crate) fn checkpoint_inner(&mut self, clean: bool) -> Result<()> {
+        self.st.set_checkpointing(true);
+        let r = self.write_checkpoint(clean);
+        self.st.set_checkpointing(false);
+        self.refresh_floors();
+        r
+    }
+
+    /// Writes a checkpoint (see [`Fs::checkpoint_inner`]).
+    fn write_checkpoint(&mut self, clean: bool) -> Result<()> {
         // A checkpoint is a program of this session: the session marker goes first, before
         // the journal position is recorded.
         self.st.mark_session()?;
@@ -978,8 +1013,14 @@ impl<F: Flash> Fs<F> {
         // it before its position is recorded (and the next session's marker fits after it).
         let jh = self.st.p.head_of(LogKind::Journal);
         let g = self.st.p.geometry;
-        let low_room =
-            self.st.heads[jh].is_open() && self.st.heads[jh].off + 2 * g.page_size > g.block_size();
+        // (On paired-page NAND the marker may also have to skip an upper page: four pages.)
+        let room_pages = if g.pairing == crate::flash::PagePairing::None {
+            2
+        } else {
+            4
+        };
+        let low_room = self.st.heads[jh].is_open()
+            && self.st.heads[jh].off + room_pages * g.page_size > g.block_size();
         if !self.st.heads[jh].is_open() || self.st.journal_next == u32::MAX || low_room {
             if self.st.heads[jh].is_open() {
                 self.st.close_head(jh)?;
@@ -1054,6 +1095,8 @@ impl<F: Flash> Fs<F> {
             orphans,
         };
         self.anchor = checkpoint::write(&mut self.st, &cp, Some(self.anchor))?;
+        // Everything programmed so far is what this checkpoint needs after a power cut.
+        self.st.barrier();
         self.st.cp_number += 1;
         self.checkpoints += 1;
         // 7. What the previous checkpoint needed is free now.
@@ -1114,20 +1157,6 @@ impl<F: Flash> Fs<F> {
             + self.map.dirty_pages()
     }
 
-    /// Checkpoints if the journal or the dirty metadata grew past their limits.
-    pub(crate) fn maybe_checkpoint(&mut self) -> Result<()> {
-        if self.tx.is_some() || self.replaying {
-            return Ok(());
-        }
-        let dirty = self.files.values().filter(|c| c.dirty).count()
-            + self.dirs.dirty_count()
-            + self.map.dirty_pages();
-        if self.journal_bytes >= self.cfg.journal_limit as u64 || dirty >= self.cfg.max_dirty {
-            self.checkpoint_inner(false)?;
-        }
-        Ok(())
-    }
-
     // ----- unmount ----------------------------------------------------------------------
 
     /// Commits open files, writes a clean checkpoint and gives the device back.
@@ -1185,6 +1214,7 @@ impl<F: Flash> Fs<F> {
             gc_blocks: self.gc.blocks_collected,
             gc_moved_bytes: self.gc.moved_bytes,
             wl_moves: self.gc.wl_moves,
+            gc_kept_blocks: self.gc.blocks_kept,
             ops: self.op_counts(),
         }
     }
@@ -1511,7 +1541,7 @@ impl<F: Flash> Fs<F> {
             return None;
         }
         if !a.is_packed() {
-            return Some((a, p.data_block));
+            return Some((a, p.data_slot()));
         }
         let at = a.node();
         if !p.addr_valid(at) {
@@ -1639,35 +1669,6 @@ impl<F: Flash> Fs<F> {
             files_free: (u32::MAX as u64).saturating_sub(entries).min(free / 64),
             name_max: crate::layout::NAME_MAX as u32,
         })
-    }
-
-    /// (usable bytes, bytes that can still be written).
-    pub(crate) fn space(&self) -> (u64, u64) {
-        let p = self.st.p;
-        let bsz = p.geometry.block_size() as u64;
-        let good = self
-            .st
-            .blocks
-            .iter()
-            .filter(|b| !matches!(b.state(), BlockState::Bad | BlockState::Anchor))
-            .count() as u64;
-        // Reserve: GC and bad-block spares, the journal (live + next), and one open block per
-        // head that may be half-used.
-        let reserve = (self.st.reserve_blocks() as u64 + 2 + p.head_count() as u64) * bsz;
-        let usable = (good * bsz).saturating_sub(reserve);
-        let live: u64 = self
-            .st
-            .blocks
-            .iter()
-            .filter(|b| {
-                !matches!(b.state(), BlockState::Bad | BlockState::Anchor)
-                    && b.kind() != LogKind::Journal
-            })
-            .map(|b| b.live as u64)
-            .sum();
-        let cached = self.dcache.dirty_count() as u64 * p.data_block as u64;
-        let meta_margin = (self.cfg.max_dirty as u64 + 4) * p.dir_page as u64;
-        (usable, usable.saturating_sub(live + cached + meta_margin))
     }
 
     /// A summary of the file system.

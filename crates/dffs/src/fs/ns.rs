@@ -347,15 +347,6 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
-    /// Refuses metadata growth when the device is nearly full.
-    fn meta_space(&mut self) -> Result<()> {
-        let need = self.st.p.dir_page as u64 * 2;
-        if self.ensure_space(need).is_err() {
-            return Err(Error::NoSpace);
-        }
-        Ok(())
-    }
-
     fn create_any(
         &mut self,
         parent: Ino,

@@ -1,0 +1,286 @@
+//! Space budgeting: whether an operation may go ahead, and the free blocks kept back so that
+//! the file system can always take its next checkpoint.
+//!
+//! Blocks emptied by garbage collection, and the journal blocks before the replay start, come
+//! back to the free pool only when a checkpoint has been written; and a checkpoint needs free
+//! blocks itself (the metadata it rewrites, the block table, the journal's next block). So the
+//! free pool is kept in three layers, enforced by the store's allocation floors:
+//!
+//! ```text
+//!   free blocks:  | checkpoint need K | bad-block spares | GC headroom | application data ... |
+//!                 ^ checkpoints        ^ journal appends and GC copies  ^ application data
+//!                   (floor 0)            (floor K + spares)               (floor: the reserve)
+//! ```
+//!
+//! `K` is computed from what is dirty now (inodes, directory pages, map pages, the index nodes
+//! their pending changes will fold into, the block table, one block per metadata head that may
+//! be left half used, the journal's next block); it is refreshed before each operation and
+//! after each checkpoint. An operation that needs room first makes it (write-back is the
+//! caller's, then collection, then a checkpoint to release what was collected) and fails with
+//! `NoSpace` only when that cannot help.
+//!
+//! It owns the decisions "may this operation proceed" and "is a checkpoint due"; it must never
+//! write anything itself except by asking garbage collection to collect or the checkpoint code
+//! to run.
+
+use super::Fs;
+use crate::error::{Error, Result};
+use crate::file::Content;
+use crate::flash::Flash;
+use crate::layout::LogKind;
+use crate::store::{BlockState, Priority};
+
+/// Index nodes a fold of `c`'s pending changes may write: every leaf the changes touch and the
+/// nodes above it (at most one path per leaf), plus one new path for a tree that grows.
+fn fold_nodes(c: &Content, fanout: u32, depth: u32) -> u64 {
+    if c.pending.is_empty() {
+        return 0;
+    }
+    let f = fanout.max(2);
+    let mut leaves = 0u64;
+    let mut last = u32::MAX;
+    for e in c.pending.extents() {
+        let first = e.first / f;
+        let end = (e.first.saturating_add(e.count.max(1) - 1)) / f;
+        let from = if first == last { first + 1 } else { first };
+        if end >= from {
+            leaves += (end - from + 1) as u64;
+        }
+        last = end;
+    }
+    leaves * (depth.max(1) as u64) + depth as u64 + 1
+}
+
+impl<F: Flash> Fs<F> {
+    /// Blocks a checkpoint may have to allocate if it were taken now: for each metadata head,
+    /// the bytes the checkpoint would write there beyond the room left in its open block; plus
+    /// the journal's next block and one block of slack (nodes do not fill blocks exactly).
+    pub(crate) fn cp_need_blocks(&self) -> u32 {
+        let p = self.st.p;
+        let fanout = p.index_fanout();
+        let mut inodes = 0u64;
+        let mut index_nodes = 0u64;
+        for c in self.files.values().filter(|c| c.dirty) {
+            inodes += 1;
+            index_nodes += fold_nodes(&c.node.content, fanout, c.node.content.depth as u32 + 1);
+        }
+        for o in self.inos.values() {
+            if let Some(n) = &o.orphan {
+                inodes += 1;
+                index_nodes += fold_nodes(&n.content, fanout, n.content.depth as u32 + 1);
+            }
+        }
+        let bt_pages = p.geometry.blocks.div_ceil(p.bt_entries()) as u64;
+        // Bytes per log: (kind, bytes). Nodes are at most a page on NAND, so a block takes
+        // whole nodes up to its last page.
+        let logs = [
+            (LogKind::Inode, inodes * p.dir_page as u64),
+            (
+                LogKind::Dir,
+                self.dirs.dirty_count() as u64 * p.dir_page as u64,
+            ),
+            (
+                LogKind::Map,
+                (self.map.dirty_pages() as u64 + self.map.depth as u64 + 1 + bt_pages)
+                    * p.map_page as u64,
+            ),
+            (LogKind::Index, index_nodes * p.index_node as u64),
+        ];
+        let mut per_head = [0u64; crate::layout::MAX_HEADS];
+        for (kind, bytes) in logs {
+            per_head[p.head_of(kind)] += bytes;
+        }
+        let bs = p.geometry.block_size() as u64;
+        let usable = (bs - p.geometry.page_size as u64).max(1);
+        let mut blocks = 0u64;
+        for kind in [LogKind::Inode, LogKind::Dir, LogKind::Map, LogKind::Index] {
+            let h = p.head_of(kind);
+            let need = core::mem::take(&mut per_head[h]);
+            let room = self.st.head_room(kind) as u64;
+            if need > room {
+                blocks += (need - room).div_ceil(usable);
+            }
+        }
+        blocks as u32 + 2
+    }
+
+    /// Sets the store's allocation floors from the checkpoint's current need (see the module
+    /// comment).
+    pub(crate) fn refresh_floors(&mut self) {
+        let k = self.cp_need_blocks();
+        let spares = self.st.p.bad_reserve;
+        let log = k + spares;
+        let user = (self.st.p.gc_reserve + spares).max(log + 1);
+        self.st.set_floors(k, log, user);
+    }
+
+    /// (usable bytes, bytes that can still be written).
+    pub(crate) fn space(&self) -> (u64, u64) {
+        let p = self.st.p;
+        let bsz = p.geometry.block_size() as u64;
+        let good = self
+            .st
+            .blocks
+            .iter()
+            .filter(|b| !matches!(b.state(), BlockState::Bad | BlockState::Anchor))
+            .count() as u64;
+        // Reserve: GC and bad-block spares, the journal (live + next), and one open block per
+        // head that may be half-used.
+        let reserve = (self.st.reserve_blocks() as u64 + 2 + p.head_count() as u64) * bsz;
+        let usable = (good * bsz).saturating_sub(reserve);
+        let live: u64 = self
+            .st
+            .blocks
+            .iter()
+            .filter(|b| {
+                !matches!(b.state(), BlockState::Bad | BlockState::Anchor)
+                    && b.kind() != LogKind::Journal
+            })
+            .map(|b| b.live as u64)
+            .sum();
+        let cached = self.dcache.dirty_count() as u64 * p.data_slot() as u64;
+        let meta_margin = (self.cfg.max_dirty as u64 + 4) * p.dir_page as u64;
+        (usable, usable.saturating_sub(live + cached + meta_margin))
+    }
+
+    /// Refuses metadata growth when the device is nearly full.
+    pub(crate) fn meta_space(&mut self) -> Result<()> {
+        let need = self.st.p.dir_page as u64 * 2;
+        if self.ensure_space(need).is_err() {
+            return Err(Error::NoSpace);
+        }
+        Ok(())
+    }
+
+    /// Makes sure `bytes` more can be written, collecting garbage (and checkpointing to free
+    /// what it collected) as needed; `NoSpace` when the device is full.
+    pub(crate) fn ensure_space(&mut self, bytes: u64) -> Result<()> {
+        self.make_room(|fs| {
+            let (_, free) = fs.space();
+            let enough = free >= bytes && fs.st.free_blocks() > fs.st.reserve_blocks();
+            (enough, free < bytes && !fs.gc_could_help(bytes))
+        })
+    }
+
+    /// Makes sure `n` blocks beyond the floor of `prio` are free, collecting and checkpointing
+    /// as needed. Admitting new data asks at [`Priority::User`]; writing back data that was
+    /// admitted asks at [`Priority::Log`] (its room was counted when it was admitted).
+    pub(crate) fn ensure_blocks(&mut self, n: u32, prio: Priority) -> Result<()> {
+        self.make_room(|fs| {
+            let floor = match prio {
+                Priority::User => fs.st.reserve_blocks(),
+                Priority::Log | Priority::Spare | Priority::Reserve => fs.st.log_floor(),
+            };
+            (fs.st.free_blocks() >= floor + n.max(1), false)
+        })
+    }
+
+    /// Blocks the next checkpoint gives back: those emptied by GC and the journal blocks
+    /// before the replay start.
+    pub(crate) fn releasable_blocks(&self) -> u32 {
+        self.st
+            .blocks
+            .iter()
+            .filter(|e| {
+                e.state() == BlockState::PendingErase
+                    || (e.state() == BlockState::Used && e.kind() == LogKind::Journal)
+            })
+            .count() as u32
+    }
+
+    /// Whether a checkpoint now gives back more blocks than it writes.
+    pub(crate) fn checkpoint_pays(&self) -> bool {
+        // `cp_need_blocks` counts the journal's next block and one of slack; what a
+        // checkpoint consumes is the rest.
+        let cost = self.cp_need_blocks().saturating_sub(2);
+        self.releasable_blocks() > cost
+    }
+
+    /// Collects and checkpoints until `check` says there is room (`.0`) or that collection
+    /// cannot help (`.1`: `NoSpace` at once). A checkpoint is taken when it gives back more
+    /// blocks than it costs, or when collection cannot go on without one.
+    fn make_room(&mut self, check: impl Fn(&Self) -> (bool, bool)) -> Result<()> {
+        let mut rounds = 0u32;
+        loop {
+            self.refresh_floors();
+            let (enough, hopeless) = check(self);
+            if enough {
+                return Ok(());
+            }
+            rounds += 1;
+            if rounds > 4 * self.st.p.geometry.blocks + 16 {
+                return Err(Error::NoSpace);
+            }
+            let can_cp = self.tx.is_none() && !self.replaying;
+            if can_cp && self.checkpoint_pays() {
+                self.checkpoint_inner(false)?;
+                continue;
+            }
+            if hopeless {
+                return Err(Error::NoSpace);
+            }
+            if !self.collect(true)? {
+                if can_cp && self.releasable_blocks() > 0 {
+                    self.checkpoint_inner(false)?;
+                    continue;
+                }
+                return Err(Error::NoSpace);
+            }
+        }
+    }
+
+    /// Whether the free pool is down to what a checkpoint needs (with blocks to release).
+    pub(crate) fn checkpoint_short(&self) -> bool {
+        self.st.free_blocks() <= self.st.log_floor() + 1
+    }
+
+    /// Checkpoints if the journal or the dirty metadata grew past their limits, or if the
+    /// free pool is down to what a checkpoint needs while collected blocks wait for one.
+    pub(crate) fn maybe_checkpoint(&mut self) -> Result<()> {
+        if self.tx.is_some() || self.replaying {
+            return Ok(());
+        }
+        let dirty = self.dirty_items();
+        let short = self.checkpoint_short() && self.checkpoint_pays();
+        if self.journal_bytes >= self.cfg.journal_limit as u64
+            || dirty >= self.cfg.max_dirty
+            || short
+        {
+            self.checkpoint_inner(false)?;
+        }
+        self.refresh_floors();
+        Ok(())
+    }
+
+    /// Work done after every modifying operation: a bounded step of garbage collection when
+    /// free blocks run low, and a checkpoint when the journal or dirty metadata is large.
+    /// `NoSpace` from either is not the operation's failure (it has been applied).
+    pub(crate) fn after_op(&mut self) -> Result<()> {
+        if self.cfg.read_only {
+            return Ok(());
+        }
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.debug_check_blocks() {
+            panic!("before after_op: {e}");
+        }
+        self.refresh_floors();
+        // The operation itself is done: collection and checkpoints that find no room now are
+        // tried again by the next operation (which refuses itself if it needs the room).
+        match self.gc_background() {
+            Ok(()) | Err(Error::NoSpace) => {}
+            Err(e) => return Err(e),
+        }
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.debug_check_blocks() {
+            panic!("after gc_background: {e}");
+        }
+        match self.maybe_checkpoint() {
+            Ok(()) | Err(Error::NoSpace) => {}
+            Err(e) => return Err(e),
+        }
+        if self.cfg.sync && self.tx.is_none() {
+            self.journal_flush()?;
+        }
+        Ok(())
+    }
+}
