@@ -1,5 +1,5 @@
 //! The simulator's own error type (bad options, image files), as opposed to device errors, which
-//! are [`dffs::FlashError`].
+//! are [`dffs_flash::FlashError`].
 //!
 //! Owns the wording of simulator errors. It must never carry device-operation failures: those are
 //! returned as `FlashError` through the `Flash` trait.

@@ -15,7 +15,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dffs::{FlashKind, Geometry, PagePairing};
+use dffs_flash::{FlashKind, Geometry, PagePairing};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SimError;

@@ -1,6 +1,6 @@
 //! Simulated raw NAND and NOR flash devices for DFFS: timing, counters, fault injection, images.
 //!
-//! This crate owns the simulator; it implements [`dffs::Flash`] and must never contain file
+//! This crate owns the simulator; it implements [`dffs_flash::Flash`] and must never contain file
 //! system logic, nor relax a device rule to make a caller's life easier.
 //!
 //! - [`preset`]: the device presets (geometry, timing, endurance) and their raw limits.
@@ -57,7 +57,7 @@
 //!   [`SimFlash::open`].
 //!
 //! ```
-//! use dffs::{EccStatus, Flash};
+//! use dffs_flash::{EccStatus, Flash};
 //! use dffs_sim::{preset, SimFlash};
 //!
 //! let mut sim = SimFlash::new(preset::preset("nand-slc-128m").unwrap()).unwrap();
@@ -65,7 +65,7 @@
 //! let (mut data, mut oob) = ([0u8; 512], [0u8; 3]);
 //! assert_eq!(sim.read(0, 0, &mut data, &mut oob), Ok(EccStatus::Clean));
 //! assert_eq!((data, oob), ([0x55; 512], [1, 2, 3]));
-//! assert_eq!(sim.program(0, 0, &[0; 512], &[]), Err(dffs::FlashError::NotErased));
+//! assert_eq!(sim.program(0, 0, &[0; 512], &[]), Err(dffs_flash::FlashError::NotErased));
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

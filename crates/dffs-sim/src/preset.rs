@@ -6,7 +6,7 @@
 
 use core::fmt;
 
-use dffs::{FlashKind, Geometry, PagePairing};
+use dffs_flash::{FlashKind, Geometry, PagePairing};
 use serde::{Deserialize, Serialize};
 
 /// Name of the default preset.

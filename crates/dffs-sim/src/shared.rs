@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use dffs::{EccStatus, Flash, FlashError, Geometry};
+use dffs_flash::{EccStatus, Flash, FlashError, Geometry};
 
 use crate::sim::SimFlash;
 use crate::stats::Stats;

@@ -1,6 +1,6 @@
 //! The simulated device: contents, device rules, timing, counters and fault injection.
 //!
-//! Owns [`SimFlash`] and its [`dffs::Flash`] implementation. Every rule a real part imposes is
+//! Owns [`SimFlash`] and its [`dffs_flash::Flash`] implementation. Every rule a real part imposes is
 //! checked and reported as a [`FlashError`]; it must never silently accept a violation, never
 //! hide a fault it injected (an uncorrectable read says so, except where real hardware would not
 //! know either: an unstable page after a power cut, or NOR without ECC), and never panic on any
@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use dffs::{EccStatus, Flash, FlashError, FlashKind, Geometry};
+use dffs_flash::{EccStatus, Flash, FlashError, FlashKind, Geometry};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SimError;

@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 
-use dffs::{EccStatus, Flash, FlashError};
+use dffs_flash::{EccStatus, Flash, FlashError};
 use dffs_sim::{SharedSim, SimFlash, SimOptions};
 
 /// Classifies bytes of `raw` against the intended value `want`: (fully written, untouched 0xFF,

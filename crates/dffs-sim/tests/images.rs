@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 
-use dffs::{EccStatus, Flash, FlashError};
+use dffs_flash::{EccStatus, Flash, FlashError};
 use dffs_sim::{sidecar_path, SimFlash, SimOptions};
 
 #[test]

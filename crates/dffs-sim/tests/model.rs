@@ -1,7 +1,7 @@
 //! Random operation sequences against a plain reference model of NAND and NOR flash: the
 //! simulator must return exactly the error the rules demand, and data exactly as programmed.
 
-use dffs::{EccStatus, Flash, FlashError};
+use dffs_flash::{EccStatus, Flash, FlashError};
 use dffs_sim::{preset, SimFlash};
 use proptest::prelude::*;
 

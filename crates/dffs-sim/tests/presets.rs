@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 
-use dffs::{Flash, FlashKind};
+use dffs_flash::{Flash, FlashKind};
 use dffs_sim::{preset, PresetError};
 
 /// Rounds to 3 significant digits.

@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 
-use dffs::{EccStatus, Flash, FlashError};
+use dffs_flash::{EccStatus, Flash, FlashError};
 
 #[test]
 fn nand_program_then_read_back_data_and_oob() {

@@ -12,11 +12,11 @@ use alloc::vec::Vec;
 
 use crate::codec::Reader;
 use crate::error::{Error, Result};
-use crate::flash::{Flash, FlashError, FlashKind, PagePairing};
 use crate::layout::{Addr, Params, MAX_HEADS, NODE_HEADER};
 use crate::node::{self, NodeBuilder, NodeType, OobTag, Probe, OOB_TAG_LEN};
 use crate::store::{BlockState, Remap, Store};
 use crate::types::Ino;
+use dffs_flash::{Flash, FlashError, FlashKind, PagePairing};
 
 /// Checkpoint flag: written by a clean unmount (nothing was written after it).
 pub const CP_CLEAN: u16 = 1;
@@ -253,7 +253,7 @@ fn read_slot<F: Flash>(
     for _ in 0..=crate::medium::READ_RETRIES {
         let st_ecc = st.m.read_status(st_phys_pos(st, pos), &mut buf);
         match st_ecc {
-            Ok(crate::flash::EccStatus::Uncorrectable) | Err(Error::Io) => return Ok(None),
+            Ok(dffs_flash::EccStatus::Uncorrectable) | Err(Error::Io) => return Ok(None),
             Err(e) => return Err(e),
             Ok(_) => {}
         }
@@ -280,7 +280,7 @@ fn slot_used<F: Flash>(st: &mut Store<F>, block: u32, slot: u32, cp_slot: u32) -
     let pos = block as u64 * bs + slot_offset(&st.p, slot, cp_slot);
     let mut buf = [0u8; 16];
     match st.m.read_status(st_phys_pos(st, pos), &mut buf) {
-        Ok(crate::flash::EccStatus::Uncorrectable) => Ok(true),
+        Ok(dffs_flash::EccStatus::Uncorrectable) => Ok(true),
         Ok(_) => Ok(buf.iter().any(|&b| b != 0xFF)),
         Err(Error::Io) => Ok(true),
         Err(e) => Err(e),

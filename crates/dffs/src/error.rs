@@ -6,7 +6,7 @@
 
 use core::fmt;
 
-use crate::flash::FlashError;
+use dffs_flash::FlashError;
 
 /// Everything that can go wrong in a file-system operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

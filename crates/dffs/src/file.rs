@@ -12,11 +12,11 @@ use alloc::vec::Vec;
 
 use crate::codec::Reader;
 use crate::error::{Error, Result};
-use crate::flash::Flash;
 use crate::layout::{Addr, LogKind, Params, NAME_MAX, NODE_HEADER};
 use crate::node::{NodeBuilder, NodeType};
 use crate::store::{Priority, Store};
 use crate::types::{Attrs, ExtentMap, Ino};
+use dffs_flash::Flash;
 
 /// Fixed bytes of an inode node body before the name.
 const INODE_FIXED: u32 = 4 + 48 + 8 + 2 + 1 + 1 + 4 + 2 + 2;

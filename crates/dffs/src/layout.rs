@@ -6,7 +6,7 @@
 
 use crate::codec::{Reader, Writer};
 use crate::error::{Error, Result};
-use crate::flash::{FlashKind, Geometry, PagePairing};
+use dffs_flash::{FlashKind, Geometry, PagePairing};
 
 /// On-flash format version written by this code.
 pub const FORMAT_VERSION: u16 = 2;

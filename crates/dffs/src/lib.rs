@@ -1,8 +1,8 @@
 //! DFFS, a direct flash file system for raw NAND and NOR flash.
 //!
 //! Layers, from the device up (data flows one way, each layer only calls the ones below):
-//! - [`flash`]: the device model (NAND and NOR behind one trait) and the `embedded-storage`
-//!   adapter.
+//! - `dffs-flash` (its own crate, re-exported here): the device model (NAND and NOR behind one
+//!   trait) and the `embedded-storage` adapter.
 //! - [`medium`]: byte-addressed access with counters and ECC bookkeeping.
 //! - [`store`]: the block manager (allocation, wear, bad blocks) and the log heads.
 #![cfg_attr(not(feature = "std"), no_std)]
@@ -17,7 +17,6 @@ pub mod compress;
 pub mod dir;
 pub mod error;
 pub mod file;
-pub mod flash;
 pub mod fs;
 pub mod journal;
 pub mod layout;
@@ -27,8 +26,10 @@ pub mod node;
 pub mod store;
 pub mod types;
 
+pub use dffs_flash::{
+    EccStatus, Flash, FlashError, FlashKind, Geometry, NorFlashDevice, PagePairing,
+};
 pub use error::{Error, Result};
-pub use flash::{EccStatus, Flash, FlashError, FlashKind, Geometry, NorFlashDevice, PagePairing};
 pub use fs::io_types::Fh;
 pub use fs::{
     Activity, Config, DirEntry, FileKind, Fs, FsckReport, GcReport, Info, OpenFlags, SetAttr, Stat,

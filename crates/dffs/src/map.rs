@@ -13,11 +13,11 @@ use alloc::vec::Vec;
 
 use crate::codec::Reader;
 use crate::error::{Error, Result};
-use crate::flash::Flash;
 use crate::layout::{Addr, LogKind, Params, NODE_HEADER};
 use crate::node::{NodeBuilder, NodeType};
 use crate::store::{Priority, Store};
 use crate::types::Ino;
+use dffs_flash::Flash;
 
 /// One inode map entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

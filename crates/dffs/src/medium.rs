@@ -11,7 +11,7 @@
 use alloc::vec::Vec;
 
 use crate::error::{Error, Result};
-use crate::flash::{EccStatus, Flash, FlashError, FlashKind, Geometry};
+use dffs_flash::{EccStatus, Flash, FlashError, FlashKind, Geometry};
 
 /// Counts of device operations, as the file system issued them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -13,10 +13,10 @@ use alloc::vec::Vec;
 
 use crate::codec::{crc32c, Reader, Writer};
 use crate::error::{Error, Result};
-use crate::flash::{EccStatus, Flash, FlashError, FlashKind, PagePairing};
 use crate::layout::{Addr, LogKind, Params, MAX_HEADS, NODE_HEADER};
 use crate::medium::{Medium, READ_RETRIES};
 use crate::node::{self, NodeBuilder, NodeHeader, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
+use dffs_flash::{EccStatus, Flash, FlashError, FlashKind, PagePairing};
 
 /// What an erase block is used for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

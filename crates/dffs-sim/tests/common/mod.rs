@@ -60,8 +60,12 @@ pub fn nor() -> SimFlash {
 pub fn read_page(
     sim: &mut SimFlash,
     page: u32,
-) -> (Result<dffs::EccStatus, dffs::FlashError>, Vec<u8>, Vec<u8>) {
-    use dffs::Flash;
+) -> (
+    Result<dffs_flash::EccStatus, dffs_flash::FlashError>,
+    Vec<u8>,
+    Vec<u8>,
+) {
+    use dffs_flash::Flash;
     let g = sim.geometry();
     let mut data = vec![0u8; g.page_size as usize];
     let mut oob = vec![0u8; g.oob_free_len as usize];

@@ -26,9 +26,9 @@
 use super::Fs;
 use crate::error::{Error, Result};
 use crate::file::Content;
-use crate::flash::Flash;
 use crate::layout::LogKind;
 use crate::store::{BlockState, Priority};
+use dffs_flash::Flash;
 
 /// Index nodes a fold of `c`'s pending changes may write: every leaf the changes touch and the
 /// nodes above it (at most one path per leaf), plus one new path for a tree that grows.

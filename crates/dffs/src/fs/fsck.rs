@@ -20,13 +20,13 @@ use super::Fs;
 use crate::dir::PLACEHOLDER;
 use crate::error::{Error, Result};
 use crate::file::{blocks_for, FileNode, Index};
-use crate::flash::{EccStatus, Flash, FlashKind};
 use crate::journal::name_hash;
 use crate::layout::{Addr, LogKind};
 use crate::map::MapEntry;
 use crate::node::{OobTag, OOB_TAG_LEN, TAG_DATA};
 use crate::store::BlockState;
 use crate::types::{Ino, ROOT_INO};
+use dffs_flash::{EccStatus, Flash, FlashKind};
 
 /// Most errors recorded before the checker stops collecting details.
 const MAX_MESSAGES: usize = 200;

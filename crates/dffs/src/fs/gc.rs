@@ -27,13 +27,13 @@ use crate::codec::{crc32c, Reader};
 use crate::compress;
 use crate::error::{Error, Result};
 use crate::file::Index;
-use crate::flash::{EccStatus, Flash, FlashKind};
 use crate::layout::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
 use crate::map::MapEntry;
 use crate::medium::READ_RETRIES;
 use crate::node::{self, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
 use crate::store::{BlockState, Priority, DATA_HEADER};
 use crate::types::Ino;
+use dffs_flash::{EccStatus, Flash, FlashKind};
 
 /// State of the collector between steps.
 #[derive(Clone, Debug, Default)]

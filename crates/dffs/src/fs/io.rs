@@ -13,13 +13,13 @@ use super::Fs;
 use crate::compress::{self, DATAZ_HEADER};
 use crate::error::{Error, Result};
 use crate::file::{blocks_for, inline_limit, Content, FileNode, Index};
-use crate::flash::{EccStatus, Flash, FlashKind};
 use crate::journal::{max_commit_extents, BlockMap, Record, Tid};
 use crate::layout::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
 use crate::map::MapEntry;
 use crate::node::{self, NodeBuilder, NodeType, OobTag, OOB_TAG_LEN};
 use crate::store::{BlockInfo, BlockState, Priority, DATA_HEADER};
 use crate::types::{ExtentMap, Ino, Time};
+use dffs_flash::{EccStatus, Flash, FlashKind};
 
 /// How a file is opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

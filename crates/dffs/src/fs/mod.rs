@@ -22,7 +22,6 @@ use crate::codec::Reader;
 use crate::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
 use crate::error::{Error, Result};
 use crate::file::{FileNode, Index, IndexCache};
-use crate::flash::{Flash, FlashKind};
 use crate::journal::{name_key, Record, Tid};
 use crate::layout::{Addr, FormatOptions, LogKind, Params, MAX_HEADS, NODE_HEADER};
 use crate::map::{InodeMap, MapEntry};
@@ -30,6 +29,7 @@ use crate::medium::OpCounts;
 use crate::node::{self, NodeBuilder, NodeType, OobTag, Probe};
 use crate::store::{BlockInfo, BlockState, Priority, Store};
 use crate::types::{Attrs, Clock, Ino, NoClock, Time, ROOT_INO, S_IFDIR};
+use dffs_flash::{Flash, FlashKind};
 
 pub use fsck::FsckReport;
 pub use gc::GcReport;
@@ -303,7 +303,7 @@ impl<F: Flash> Fs<F> {
                         st.set_state(b, BlockState::Erased);
                     }
                 }
-                Err(crate::flash::FlashError::PowerLoss) => return Err(Error::PowerLoss),
+                Err(dffs_flash::FlashError::PowerLoss) => return Err(Error::PowerLoss),
                 Err(_) => st.retire(b),
             }
         }
@@ -1014,7 +1014,7 @@ impl<F: Flash> Fs<F> {
         let jh = self.st.p.head_of(LogKind::Journal);
         let g = self.st.p.geometry;
         // (On paired-page NAND the marker may also have to skip an upper page: four pages.)
-        let room_pages = if g.pairing == crate::flash::PagePairing::None {
+        let room_pages = if g.pairing == dffs_flash::PagePairing::None {
             2
         } else {
             4

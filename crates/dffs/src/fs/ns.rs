@@ -8,7 +8,6 @@ use super::Fs;
 use crate::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
 use crate::error::{Error, Result};
 use crate::file::{Content, FileNode};
-use crate::flash::Flash;
 use crate::journal::{mask, name_hash, name_key, Record, SYMLINK_MAX};
 use crate::layout::{Addr, NAME_MAX};
 use crate::map::MapEntry;
@@ -16,6 +15,7 @@ use crate::types::{
     Attrs, Ino, Time, ROOT_INO, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG,
     S_IFSOCK,
 };
+use dffs_flash::Flash;
 
 /// Kind of a file-system object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

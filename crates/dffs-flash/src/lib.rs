@@ -1,6 +1,7 @@
-//! The flash device model: what DFFS needs from raw NAND or NOR flash.
+//! The flash device model of DFFS: what the file system needs from raw NAND or NOR flash.
 //!
-//! This module owns the device abstraction ([`Flash`]), its [`Geometry`] (all sizes are data,
+//! This crate is the bottom layer, shared by the file system (`dffs`), the simulator
+//! (`dffs-sim`) and the device backends; it depends on nothing of theirs. It owns the device abstraction ([`Flash`]), its [`Geometry`] (all sizes are data,
 //! never constants baked into the file system), the per-read ECC status and the device error
 //! type, plus an adapter that turns any `embedded_storage::nor_flash::NorFlash` driver into a DFFS
 //! NOR device. It must never contain file-system policy: no allocation, no retries, no caching.
@@ -15,6 +16,10 @@
 //!
 //! An erase block (`block`) is the erase unit the file system uses: a NAND block, or a NOR erase
 //! sector/block (which one is part of the geometry).
+
+#![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use core::fmt;
 
@@ -326,72 +331,48 @@ pub trait Flash {
     fn mark_bad(&mut self, block: u32) -> Result<(), FlashError>;
 }
 
-impl<T: Flash + ?Sized> Flash for &mut T {
-    fn geometry(&self) -> Geometry {
-        (**self).geometry()
-    }
-    fn read(
-        &mut self,
-        page: u32,
-        offset: u32,
-        data: &mut [u8],
-        oob: &mut [u8],
-    ) -> Result<EccStatus, FlashError> {
-        (**self).read(page, offset, data, oob)
-    }
-    fn program(
-        &mut self,
-        page: u32,
-        offset: u32,
-        data: &[u8],
-        oob: &[u8],
-    ) -> Result<(), FlashError> {
-        (**self).program(page, offset, data, oob)
-    }
-    fn erase(&mut self, block: u32) -> Result<(), FlashError> {
-        (**self).erase(block)
-    }
-    fn is_bad(&mut self, block: u32) -> Result<bool, FlashError> {
-        (**self).is_bad(block)
-    }
-    fn mark_bad(&mut self, block: u32) -> Result<(), FlashError> {
-        (**self).mark_bad(block)
-    }
+/// Implements [`Flash`] for a pointer type by forwarding every method to the device it points
+/// at.
+macro_rules! forward_flash {
+    ($($ty:ty),*) => {$(
+        impl<T: Flash + ?Sized> Flash for $ty {
+            fn geometry(&self) -> Geometry {
+                (**self).geometry()
+            }
+            fn read(
+                &mut self,
+                page: u32,
+                offset: u32,
+                data: &mut [u8],
+                oob: &mut [u8],
+            ) -> Result<EccStatus, FlashError> {
+                (**self).read(page, offset, data, oob)
+            }
+            fn program(
+                &mut self,
+                page: u32,
+                offset: u32,
+                data: &[u8],
+                oob: &[u8],
+            ) -> Result<(), FlashError> {
+                (**self).program(page, offset, data, oob)
+            }
+            fn erase(&mut self, block: u32) -> Result<(), FlashError> {
+                (**self).erase(block)
+            }
+            fn is_bad(&mut self, block: u32) -> Result<bool, FlashError> {
+                (**self).is_bad(block)
+            }
+            fn mark_bad(&mut self, block: u32) -> Result<(), FlashError> {
+                (**self).mark_bad(block)
+            }
+        }
+    )*};
 }
 
+forward_flash!(&mut T);
 #[cfg(feature = "std")]
-impl<T: Flash + ?Sized> Flash for std::boxed::Box<T> {
-    fn geometry(&self) -> Geometry {
-        (**self).geometry()
-    }
-    fn read(
-        &mut self,
-        page: u32,
-        offset: u32,
-        data: &mut [u8],
-        oob: &mut [u8],
-    ) -> Result<EccStatus, FlashError> {
-        (**self).read(page, offset, data, oob)
-    }
-    fn program(
-        &mut self,
-        page: u32,
-        offset: u32,
-        data: &[u8],
-        oob: &[u8],
-    ) -> Result<(), FlashError> {
-        (**self).program(page, offset, data, oob)
-    }
-    fn erase(&mut self, block: u32) -> Result<(), FlashError> {
-        (**self).erase(block)
-    }
-    fn is_bad(&mut self, block: u32) -> Result<bool, FlashError> {
-        (**self).is_bad(block)
-    }
-    fn mark_bad(&mut self, block: u32) -> Result<(), FlashError> {
-        (**self).mark_bad(block)
-    }
-}
+forward_flash!(std::boxed::Box<T>);
 
 pub use nor_adapter::NorFlashDevice;
 
