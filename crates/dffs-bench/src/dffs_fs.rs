@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use dffs::node::{OobTag, OOB_TAG_LEN, TAG_DATA, TAG_NODES};
+use dffs::format::node::{OobTag, OOB_TAG_LEN, TAG_DATA, TAG_NODES};
 use dffs::{
     Config, EccStatus, Error, FileKind, Flash, FlashError, FormatOptions, Fs, Geometry, Ino,
     OpenFlags, ROOT_INO,
@@ -69,7 +69,7 @@ impl DffsDriver {
         (d, split)
     }
 
-    /// The same driver formatting with compression `algo` (`dffs::compress::NONE`, `LZ4`,
+    /// The same driver formatting with compression `algo` (`dffs::format::compress::NONE`, `LZ4`,
     /// `DEFLATE`) for every file.
     pub fn with_compression(mut self, algo: u8) -> DffsDriver {
         self.fmt.compression = algo;
@@ -113,7 +113,7 @@ impl Driver for DffsDriver {
             c.data_cache,
             c.max_dirty,
             c.journal_limit,
-            dffs::compress::name(self.fmt.compression),
+            dffs::format::compress::name(self.fmt.compression),
             ram
         )
     }
@@ -414,7 +414,7 @@ struct SplitState {
 
 /// A [`Flash`] over the simulator that attributes each operation's simulated time to data,
 /// metadata or garbage collection, from the OOB tags DFFS writes on NAND (a public part of its
-/// format: `dffs::node::OobTag`). Node pages moved by the collector count as metadata (their
+/// format: `dffs::format::node::OobTag`). Node pages moved by the collector count as metadata (their
 /// bytes change when they are rewritten, so they cannot be told apart from new nodes).
 #[derive(Clone)]
 pub struct SplitFlash {

@@ -42,7 +42,7 @@ pub struct MountedFs(Fs<ImageFlash>);
 impl MountedFs {
     /// Mounts the library on `flash` with the system clock.
     pub fn new(flash: ImageFlash, cfg: dffs::Config) -> Result<MountedFs, dffs::Error> {
-        Fs::mount_with_clock(flash, cfg, Box::new(dffs::types::SystemClock))
+        Fs::mount_with_clock(flash, cfg, Box::new(dffs::SystemClock))
             .map(MountedFs)
             .map_err(|(e, _)| e)
     }

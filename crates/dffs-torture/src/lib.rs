@@ -97,7 +97,7 @@ pub struct Options {
     pub cuts: u64,
     /// Mount configuration.
     pub config: Config,
-    /// Compression the device is formatted with (`dffs::compress::NONE`, `LZ4`, `DEFLATE`);
+    /// Compression the device is formatted with (`dffs::format::compress::NONE`, `LZ4`, `DEFLATE`);
     /// with compression on, written data is about half compressible.
     pub compression: u8,
 }
@@ -856,7 +856,7 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
         log_n: 0,
         log_archives: Vec::new(),
         max_file: (dev_bytes / 16).clamp(4096, 256 * 1024),
-        compressible: opts.compression != dffs::compress::NONE,
+        compressible: opts.compression != dffs::format::compress::NONE,
     };
     // Debugging aid: `DFFS_CHECK_EACH=1` runs fsck after every step of a run without a cut.
     let check_each = std::env::var_os("DFFS_CHECK_EACH").is_some();

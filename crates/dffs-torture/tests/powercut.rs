@@ -79,7 +79,7 @@ fn every_cut_nand_mixed_lz4() {
         Workload::Mixed,
         40,
         11,
-        dffs::compress::LZ4,
+        dffs::format::compress::LZ4,
     );
 }
 
@@ -91,7 +91,7 @@ fn every_cut_nor_mixed_deflate() {
         Workload::Mixed,
         30,
         12,
-        dffs::compress::DEFLATE,
+        dffs::format::compress::DEFLATE,
     );
 }
 
@@ -103,7 +103,7 @@ fn every_cut_mlc_churn_lz4() {
         Workload::Churn,
         30,
         13,
-        dffs::compress::LZ4,
+        dffs::format::compress::LZ4,
     );
 }
 
@@ -152,8 +152,8 @@ fn one_cut() {
 fn env_compress() -> u8 {
     std::env::var("DFFS_COMPRESS")
         .ok()
-        .and_then(|v| dffs::compress::parse(&v))
-        .unwrap_or(dffs::compress::NONE)
+        .and_then(|v| dffs::format::compress::parse(&v))
+        .unwrap_or(dffs::format::compress::NONE)
 }
 
 #[test]

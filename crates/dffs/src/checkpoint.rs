@@ -10,12 +10,12 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::codec::Reader;
 use crate::error::{Error, Result};
-use crate::layout::{Addr, Params, MAX_HEADS, NODE_HEADER};
-use crate::node::{self, NodeBuilder, NodeType, OobTag, Probe, OOB_TAG_LEN};
+use crate::format::attrs::Ino;
+use crate::format::codec::Reader;
+use crate::format::node::{self, NodeBuilder, NodeType, OobTag, Probe, OOB_TAG_LEN};
+use crate::format::params::{Addr, Params, MAX_HEADS, NODE_HEADER};
 use crate::store::{BlockState, Remap, Store};
-use crate::types::Ino;
 use dffs_flash::{Flash, FlashError, FlashKind, PagePairing};
 
 /// Checkpoint flag: written by a clean unmount (nothing was written after it).

@@ -13,13 +13,13 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::codec::Reader;
 use crate::error::{Error, Result};
-use crate::layout::{Addr, LogKind, Params, NAME_MAX, NODE_HEADER};
+use crate::format::attrs::{Attrs, Ino};
+use crate::format::codec::Reader;
+use crate::format::node::{NodeBuilder, NodeType};
+use crate::format::params::{Addr, LogKind, Params, NAME_MAX, NODE_HEADER};
 use crate::map::{InodeMap, MapEntry};
-use crate::node::{NodeBuilder, NodeType};
 use crate::store::{Priority, Store};
-use crate::types::{Attrs, Ino};
 use dffs_flash::Flash;
 
 /// A directory slot: a pointer and a key. Empty slots have both all-ones.

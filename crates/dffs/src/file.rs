@@ -10,19 +10,17 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::codec::Reader;
 use crate::error::{Error, Result};
-use crate::layout::{Addr, LogKind, Params, NAME_MAX, NODE_HEADER};
-use crate::node::{NodeBuilder, NodeType};
+use crate::format::attrs::{Attrs, Ino};
+use crate::format::codec::Reader;
+use crate::format::extents::ExtentMap;
+use crate::format::node::{NodeBuilder, NodeType};
+use crate::format::params::{Addr, LogKind, Params, NAME_MAX, NODE_HEADER};
 use crate::store::{Priority, Store};
-use crate::types::{Attrs, ExtentMap, Ino};
 use dffs_flash::Flash;
 
 /// Fixed bytes of an inode node body before the name.
 const INODE_FIXED: u32 = 4 + 48 + 8 + 2 + 1 + 1 + 4 + 2 + 2;
-
-/// Deepest index tree.
-pub const MAX_DEPTH: u8 = 4;
 
 /// What a file's blocks are mapped by, plus pending changes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -160,7 +158,7 @@ impl FileNode {
         let inline = flags & 1 != 0;
         let compression = ((flags >> 1) & 3) as u8;
         if attrs.is_dir()
-            || depth > MAX_DEPTH
+            || depth > crate::format::params::MAX_DEPTH
             || ndirect > p.direct_ptrs as usize
             || compression > 2
             || flags >> 4 != 0
@@ -535,7 +533,7 @@ impl<'a, F: Flash> Index<'a, F> {
         }
         let f = self.fanout();
         while (max_b as u64) >= span(f, c.depth) {
-            if c.depth >= MAX_DEPTH {
+            if c.depth >= crate::format::params::MAX_DEPTH {
                 return Err(Error::TooBig);
             }
             // Grow: the old root becomes child 0 of a new root.

@@ -8,28 +8,15 @@
 
 use alloc::vec::Vec;
 
-use crate::codec::{Reader, Writer};
 use crate::error::{Error, Result};
-use crate::layout::{Addr, NAME_MAX, NODE_HEADER};
-use crate::node::{NodeBuilder, NodeHeader, NodeType};
-use crate::types::{Attrs, ExtentMap, Ino, Time};
+use crate::format::attrs::{Attrs, Ino, Time};
+use crate::format::codec::{Reader, Writer};
+use crate::format::extents::{BlockMap, ExtentMap};
+use crate::format::node::{NodeBuilder, NodeHeader, NodeType};
+use crate::format::params::{Addr, NAME_MAX, NODE_HEADER};
 
 /// Transaction id: 0 for records that commit themselves.
 pub type Tid = u64;
-
-/// A file's complete block map as a commit record carries it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BlockMap {
-    /// 0: `direct` holds the block addresses; otherwise the depth of the tree at `root`.
-    pub depth: u8,
-    /// Root of the index tree (NONE for depth 0).
-    pub root: Addr,
-    /// Direct block pointers (depth 0).
-    pub direct: Vec<Addr>,
-}
-
-/// Longest symlink target.
-pub const SYMLINK_MAX: usize = 1023;
 
 /// Attribute fields a `Setattr` record changes.
 pub mod mask {
@@ -46,7 +33,7 @@ pub mod mask {
     /// Change time (always set with any of the others).
     pub const CTIME: u32 = 32;
     /// The file's compression for data written from now on; the algorithm (see
-    /// [`crate::compress`]) is in bits 8..15 of the mask.
+    /// [`crate::format::compress`]) is in bits 8..15 of the mask.
     pub const COMPRESS: u32 = 64;
     /// Shift of the algorithm within the mask when [`COMPRESS`] is set.
     pub const COMPRESS_SHIFT: u32 = 8;
@@ -370,7 +357,7 @@ impl Record {
                 let attrs = Attrs::decode(&mut r)?;
                 let name = get_name(&mut r)?;
                 let tl = r.u16()? as usize;
-                if tl > SYMLINK_MAX {
+                if tl > crate::format::params::SYMLINK_MAX {
                     return Err(Error::Corrupt);
                 }
                 let target = r.take(tl)?.to_vec();
@@ -465,7 +452,7 @@ impl Record {
                     for _ in 0..n {
                         direct.push(Addr(r.u32()?));
                     }
-                    if depth > crate::file::MAX_DEPTH
+                    if depth > crate::format::params::MAX_DEPTH
                         || (depth == 0) != root.is_none()
                         || (depth > 0 && n != 0)
                     {
@@ -546,7 +533,7 @@ pub fn extents_addrs(e: &ExtentMap) -> impl Iterator<Item = Addr> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::parse;
+    use crate::format::node::parse;
 
     fn roundtrip(r: Record) {
         let bytes = r.encode().finish(5, 8);

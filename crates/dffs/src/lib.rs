@@ -12,28 +12,27 @@
 extern crate alloc;
 
 pub mod checkpoint;
-pub mod codec;
-pub mod compress;
 pub mod dir;
 pub mod error;
 pub mod file;
+pub mod format;
 pub mod fs;
 pub mod journal;
-pub mod layout;
 pub mod map;
 pub mod medium;
-pub mod node;
 pub mod store;
-pub mod types;
 
 pub use dffs_flash::{
     EccStatus, Flash, FlashError, FlashKind, Geometry, NorFlashDevice, PagePairing,
 };
 pub use error::{Error, Result};
+pub use format::attrs::{Attrs, Ino, Time, ROOT_INO};
+pub use format::params::{Addr, FormatOptions, Params};
 pub use fs::io_types::Fh;
+#[cfg(feature = "std")]
+pub use fs::SystemClock;
 pub use fs::{
     Activity, Config, DirEntry, FileKind, Fs, FsckReport, GcReport, Info, OpenFlags, SetAttr, Stat,
     StatFs,
 };
-pub use layout::{Addr, FormatOptions, Params};
-pub use types::{Attrs, Clock, Ino, NoClock, Time, ROOT_INO};
+pub use fs::{Clock, NoClock};

@@ -11,12 +11,12 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::codec::Reader;
 use crate::error::{Error, Result};
-use crate::layout::{Addr, LogKind, Params, NODE_HEADER};
-use crate::node::{NodeBuilder, NodeType};
+use crate::format::attrs::Ino;
+use crate::format::codec::Reader;
+use crate::format::node::{NodeBuilder, NodeType};
+use crate::format::params::{Addr, LogKind, Params, NODE_HEADER};
 use crate::store::{Priority, Store};
-use crate::types::Ino;
 use dffs_flash::Flash;
 
 /// One inode map entry.

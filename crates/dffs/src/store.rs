@@ -11,11 +11,13 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::codec::{crc32c, Reader, Writer};
 use crate::error::{Error, Result};
-use crate::layout::{Addr, LogKind, Params, MAX_HEADS, NODE_HEADER};
+use crate::format::codec::{crc32c, Reader, Writer};
+use crate::format::node::{
+    self, NodeBuilder, NodeHeader, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA,
+};
+use crate::format::params::{Addr, LogKind, Params, MAX_HEADS, NODE_HEADER};
 use crate::medium::{Medium, READ_RETRIES};
-use crate::node::{self, NodeBuilder, NodeHeader, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
 use dffs_flash::{EccStatus, Flash, FlashError, FlashKind, PagePairing};
 
 /// What an erase block is used for.

@@ -3,7 +3,7 @@
 //! written under different settings, garbage collection of compressed nodes, fsck, and ENOSPC
 //! honesty on a small device, on NAND and NOR.
 
-use dffs::compress::{DEFLATE, LZ4, NONE};
+use dffs::format::compress::{DEFLATE, LZ4, NONE};
 use dffs::{Config, Error, FormatOptions, Fs, OpenFlags, ROOT_INO};
 use dffs_sim::{preset::preset, SimFlash};
 

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use dffs::node::NodeType;
+use dffs::format::node::NodeType;
 use dffs::{Error, FlashKind};
 use hostile_common::*;
 
@@ -303,7 +303,7 @@ fn apply(img: &Image, nodes: &[FoundNode], d: &Damage, dev: &mut RamFlash) {
                 let seq = img.reference.nodes.len() as u64 + r.below(1 << 20);
                 let d = &mut dev.data[at..at + len];
                 r.fill(&mut d[24..]);
-                d[0..2].copy_from_slice(&dffs::node::NODE_MAGIC.to_le_bytes());
+                d[0..2].copy_from_slice(&dffs::format::node::NODE_MAGIC.to_le_bytes());
                 d[2] = typ;
                 d[3] = 0;
                 d[4..8].copy_from_slice(&(len as u32).to_le_bytes());

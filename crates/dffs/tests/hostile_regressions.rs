@@ -6,7 +6,7 @@ mod hostile_common;
 
 use std::time::{Duration, Instant};
 
-use dffs::node::NodeType;
+use dffs::format::node::NodeType;
 use hostile_common::*;
 
 /// Sets `width` bytes at body offset `off` of every copy of the newest checkpoint, re-signed.

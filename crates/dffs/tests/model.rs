@@ -285,7 +285,7 @@ fn max_len_for(kind: &str) -> u64 {
 
 /// Runs one random sequence; returns the number of ENOSPC seen.
 fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
-    run_z(kind, blocks, seed, ops, dffs::compress::NONE)
+    run_z(kind, blocks, seed, ops, dffs::format::compress::NONE)
 }
 
 /// [`run`] on a device formatted with compression `algo`.
@@ -422,7 +422,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     1 => rng.below(3000),
                     _ => rng.below(maxlen / 3),
                 } as usize;
-                let d = if algo == dffs::compress::NONE {
+                let d = if algo == dffs::format::compress::NONE {
                     data(&mut rng, len.max(1))
                 } else {
                     mixed_data(&mut rng, len.max(1))
@@ -765,7 +765,13 @@ fn model_nand_slc_lz4() {
     let seeds = env("DFFS_MODEL_SEEDS", 3);
     let ops = env("DFFS_MODEL_OPS", 600) as usize;
     for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
-        run_z("nand-slc-128m", 40, 4000 + seed, ops, dffs::compress::LZ4);
+        run_z(
+            "nand-slc-128m",
+            40,
+            4000 + seed,
+            ops,
+            dffs::format::compress::LZ4,
+        );
     }
 }
 
@@ -774,7 +780,13 @@ fn model_nand_mlc_deflate() {
     let seeds = env("DFFS_MODEL_SEEDS", 2);
     let ops = env("DFFS_MODEL_OPS", 500) as usize;
     for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
-        run_z("nand-mlc-1g", 24, 5000 + seed, ops, dffs::compress::DEFLATE);
+        run_z(
+            "nand-mlc-1g",
+            24,
+            5000 + seed,
+            ops,
+            dffs::format::compress::DEFLATE,
+        );
     }
 }
 
@@ -783,6 +795,12 @@ fn model_nor_lz4() {
     let seeds = env("DFFS_MODEL_SEEDS", 2);
     let ops = env("DFFS_MODEL_OPS", 500) as usize;
     for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
-        run_z("nor-qspi-16m", 32, 6000 + seed, ops, dffs::compress::LZ4);
+        run_z(
+            "nor-qspi-16m",
+            32,
+            6000 + seed,
+            ops,
+            dffs::format::compress::LZ4,
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! number, survive remounts and power cuts, list and unlink like files, and are never opened
 //! for I/O by the library.
 
-use dffs::types::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFMT, S_IFSOCK};
+use dffs::format::attrs::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFMT, S_IFSOCK};
 use dffs::{Config, Error, FormatOptions, Fs, OpenFlags, SetAttr, ROOT_INO};
 use dffs_sim::{preset::preset, SimFlash};
 

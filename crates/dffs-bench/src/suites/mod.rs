@@ -45,7 +45,7 @@ pub fn pair_and_compressed(p: Preset) -> Result<Vec<CompressedDriver>, String> {
             "none",
         ),
         (
-            Box::new(DffsDriver::new(new_device(p)?).with_compression(dffs::compress::LZ4)),
+            Box::new(DffsDriver::new(new_device(p)?).with_compression(dffs::format::compress::LZ4)),
             "lz4",
         ),
         (littlefs::driver(new_device(p)?)?, "none"),

@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use clap::Args as ClapArgs;
-use dffs::types::SystemClock;
+use dffs::SystemClock;
 use dffs::{Config, DirEntry, FileKind, FormatOptions, Fs, Ino, OpenFlags, Stat};
 use dffs_sim::preset::{self, Preset};
 use dffs_sim::{SimFlash, SimOptions, Stats};
@@ -212,9 +212,9 @@ impl Compress {
     /// The algorithm number the core records.
     pub fn algo(self) -> u8 {
         match self {
-            Compress::None => dffs::compress::NONE,
-            Compress::Lz4 => dffs::compress::LZ4,
-            Compress::Deflate => dffs::compress::DEFLATE,
+            Compress::None => dffs::format::compress::NONE,
+            Compress::Lz4 => dffs::format::compress::LZ4,
+            Compress::Deflate => dffs::format::compress::DEFLATE,
         }
     }
 }

@@ -235,7 +235,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         endurance: p.endurance,
         used_bytes: info.used_bytes,
         free_bytes: info.free_bytes,
-        compression: dffs::compress::name(info.params.compression),
+        compression: dffs::format::compress::name(info.params.compression),
         files: info.files,
         dirs: info.dirs,
         bad_blocks: info.bad_blocks,

@@ -141,7 +141,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     if args.steps == 0 {
         return Err(CliError::msg("--steps must be at least 1"));
     }
-    let compression = dffs::compress::parse(&args.compress).ok_or_else(|| {
+    let compression = dffs::format::compress::parse(&args.compress).ok_or_else(|| {
         CliError::msg(format!(
             "unknown compression '{}' (none, lz4, deflate)",
             args.compress

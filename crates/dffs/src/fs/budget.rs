@@ -26,7 +26,7 @@
 use super::Fs;
 use crate::error::{Error, Result};
 use crate::file::Content;
-use crate::layout::LogKind;
+use crate::format::params::LogKind;
 use crate::store::{BlockState, Priority};
 use dffs_flash::Flash;
 
@@ -86,7 +86,7 @@ impl<F: Flash> Fs<F> {
             ),
             (LogKind::Index, index_nodes * p.index_node as u64),
         ];
-        let mut per_head = [0u64; crate::layout::MAX_HEADS];
+        let mut per_head = [0u64; crate::format::params::MAX_HEADS];
         for (kind, bytes) in logs {
             per_head[p.head_of(kind)] += bytes;
         }

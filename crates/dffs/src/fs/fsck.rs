@@ -20,12 +20,12 @@ use super::Fs;
 use crate::dir::PLACEHOLDER;
 use crate::error::{Error, Result};
 use crate::file::{blocks_for, FileNode, Index};
+use crate::format::attrs::{Ino, ROOT_INO};
+use crate::format::node::{OobTag, OOB_TAG_LEN, TAG_DATA};
+use crate::format::params::{Addr, LogKind};
 use crate::journal::name_hash;
-use crate::layout::{Addr, LogKind};
 use crate::map::MapEntry;
-use crate::node::{OobTag, OOB_TAG_LEN, TAG_DATA};
 use crate::store::BlockState;
-use crate::types::{Ino, ROOT_INO};
 use dffs_flash::{EccStatus, Flash, FlashKind};
 
 /// Most errors recorded before the checker stops collecting details.
@@ -501,7 +501,7 @@ impl<F: Flash> Fs<F> {
                         .error(format!("{path}: block {b} at {a:?} is uncorrectable")),
                     Ok(_) => match OobTag::decode(&oob) {
                         Ok(Some(t)) if t.kind == TAG_DATA && t.ino == node.ino && t.block == b => {
-                            if t.data_crc != crate::codec::crc32c(&data) {
+                            if t.data_crc != crate::format::codec::crc32c(&data) {
                                 w.rep
                                     .error(format!("{path}: block {b} at {a:?} fails its CRC"));
                             }

@@ -23,16 +23,16 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::Fs;
-use crate::codec::{crc32c, Reader};
-use crate::compress;
 use crate::error::{Error, Result};
 use crate::file::Index;
-use crate::layout::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
+use crate::format::attrs::Ino;
+use crate::format::codec::{crc32c, Reader};
+use crate::format::compress;
+use crate::format::node::{self, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
+use crate::format::params::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
 use crate::map::MapEntry;
 use crate::medium::READ_RETRIES;
-use crate::node::{self, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
 use crate::store::{BlockState, Priority, DATA_HEADER};
-use crate::types::Ino;
 use dffs_flash::{EccStatus, Flash, FlashKind};
 
 /// State of the collector between steps.
@@ -1100,7 +1100,7 @@ impl<F: Flash> Fs<F> {
 }
 
 /// Bytes a NOR data node spans (header, payload and padding), from its verified header.
-fn data_node_span(p: &crate::layout::Params, bytes: &[u8]) -> u32 {
+fn data_node_span(p: &crate::format::params::Params, bytes: &[u8]) -> u32 {
     let plen = bytes
         .get(32..36)
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))

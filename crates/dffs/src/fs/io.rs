@@ -10,15 +10,17 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::Fs;
-use crate::compress::{self, DATAZ_HEADER};
 use crate::error::{Error, Result};
 use crate::file::{blocks_for, inline_limit, Content, FileNode, Index};
-use crate::journal::{max_commit_extents, BlockMap, Record, Tid};
-use crate::layout::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
+use crate::format::attrs::{Ino, Time};
+use crate::format::compress::{self, DATAZ_HEADER};
+use crate::format::extents::BlockMap;
+use crate::format::extents::ExtentMap;
+use crate::format::node::{self, NodeBuilder, NodeType, OobTag, OOB_TAG_LEN};
+use crate::format::params::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
+use crate::journal::{max_commit_extents, Record, Tid};
 use crate::map::MapEntry;
-use crate::node::{self, NodeBuilder, NodeType, OobTag, OOB_TAG_LEN};
 use crate::store::{BlockInfo, BlockState, Priority, DATA_HEADER};
-use crate::types::{ExtentMap, Ino, Time};
 use dffs_flash::{EccStatus, Flash, FlashKind};
 
 /// How a file is opened.
@@ -459,7 +461,9 @@ impl<F: Flash> Fs<F> {
                         return Err(Error::Io);
                     }
                 };
-                if !Self::tag_matches(&tag, ino, b) || tag.data_crc != crate::codec::crc32c(buf) {
+                if !Self::tag_matches(&tag, ino, b)
+                    || tag.data_crc != crate::format::codec::crc32c(buf)
+                {
                     return Err(Error::Io);
                 }
                 Ok(())

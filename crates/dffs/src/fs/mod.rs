@@ -7,6 +7,7 @@
 //! too. It must never touch the device except through the store.
 
 mod budget;
+mod config;
 mod fsck;
 mod gc;
 mod io;
@@ -18,19 +19,22 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::checkpoint::{self, AnchorPos, Checkpoint, ANCHOR_AREA, CP_CLEAN};
-use crate::codec::Reader;
 use crate::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
 use crate::error::{Error, Result};
 use crate::file::{FileNode, Index, IndexCache};
+use crate::format::attrs::{Attrs, Ino, Time, ROOT_INO, S_IFDIR};
+use crate::format::codec::Reader;
+use crate::format::node::{self, NodeBuilder, NodeType, OobTag, Probe};
+use crate::format::params::{Addr, FormatOptions, LogKind, Params, MAX_HEADS, NODE_HEADER};
 use crate::journal::{name_key, Record, Tid};
-use crate::layout::{Addr, FormatOptions, LogKind, Params, MAX_HEADS, NODE_HEADER};
 use crate::map::{InodeMap, MapEntry};
 use crate::medium::OpCounts;
-use crate::node::{self, NodeBuilder, NodeType, OobTag, Probe};
 use crate::store::{BlockInfo, BlockState, Priority, Store};
-use crate::types::{Attrs, Clock, Ino, NoClock, Time, ROOT_INO, S_IFDIR};
 use dffs_flash::{Flash, FlashKind};
 
+#[cfg(feature = "std")]
+pub use config::SystemClock;
+pub use config::{Clock, Config, NoClock};
 pub use fsck::FsckReport;
 pub use gc::GcReport;
 pub use io::{Fh, OpenFlags, Overlay};
@@ -39,131 +43,6 @@ pub mod io_types {
     pub use super::io::Fh;
 }
 pub use ns::{DirEntry, FileKind, SetAttr, Stat};
-
-/// How much RAM the mounted file system may use, and how it trades work for latency.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Config {
-    /// Directory pages kept in RAM.
-    pub dir_cache: usize,
-    /// Inode map pages kept in RAM.
-    pub map_cache: usize,
-    /// File index nodes kept in RAM.
-    pub index_cache: usize,
-    /// Clean file inodes kept in RAM.
-    pub inode_cache: usize,
-    /// File data blocks kept in RAM (dirty ones are written back when this fills).
-    pub data_cache: usize,
-    /// Dirty metadata items (inodes, directory pages, map pages) before a checkpoint.
-    pub max_dirty: usize,
-    /// Open file handles.
-    pub max_open: usize,
-    /// Journal bytes written since the last checkpoint before a new checkpoint (bounds the
-    /// replay after a power cut).
-    pub journal_limit: u32,
-    /// Garbage-collection work (pages examined) one operation may do.
-    pub gc_step: u32,
-    /// Mount read-only.
-    pub read_only: bool,
-    /// Every write is synchronous (as `mount -o sync`).
-    pub sync: bool,
-    /// Extents an uncommitted file update may touch before it is committed in parts.
-    pub overlay_extents: usize,
-    /// Bytes of consecutive file blocks compressed together into one node (rounded down to
-    /// whole blocks, at most a quarter of an erase block and 64 KiB). Larger groups compress
-    /// better; reading one block decompresses its whole group, and the group is transient RAM
-    /// when writing. A write-time choice only: any group size reads back.
-    pub compress_group: u32,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            dir_cache: 8,
-            map_cache: 4,
-            index_cache: 8,
-            inode_cache: 16,
-            data_cache: 8,
-            max_dirty: 24,
-            max_open: 16,
-            journal_limit: 128 * 1024,
-            gc_step: 32,
-            read_only: false,
-            sync: false,
-            overlay_extents: 256,
-            compress_group: 16 * 1024,
-        }
-    }
-}
-
-impl Config {
-    /// The smallest configuration: a few pages of cache, for microcontrollers.
-    pub fn smallest() -> Config {
-        Config {
-            dir_cache: 3,
-            map_cache: 3,
-            index_cache: 2,
-            inode_cache: 2,
-            data_cache: 2,
-            max_dirty: 8,
-            max_open: 4,
-            journal_limit: 64 * 1024,
-            gc_step: 16,
-            read_only: false,
-            sync: false,
-            overlay_extents: 32,
-            compress_group: 4 * 1024,
-        }
-    }
-
-    /// A configuration that spends more RAM for speed.
-    pub fn fast() -> Config {
-        Config {
-            dir_cache: 32,
-            map_cache: 16,
-            index_cache: 64,
-            inode_cache: 128,
-            data_cache: 64,
-            max_dirty: 128,
-            max_open: 64,
-            journal_limit: 512 * 1024,
-            gc_step: 64,
-            read_only: false,
-            sync: false,
-            overlay_extents: 1024,
-            compress_group: 32 * 1024,
-        }
-    }
-
-    /// RAM this configuration needs on a device formatted with `p` (an upper bound of what
-    /// the caches, buffers and tables hold; dirty metadata beyond the caches counts against
-    /// `max_dirty`).
-    pub fn ram_estimate(&self, p: &Params) -> usize {
-        let g = p.geometry;
-        let page = p.dir_page as usize;
-        let heads = p.head_count()
-            * if g.kind == FlashKind::Nand {
-                g.page_size as usize
-            } else {
-                0
-            };
-        let blocks = g.blocks as usize * core::mem::size_of::<BlockInfo>();
-        let dirs = (self.dir_cache + self.max_dirty / 2) * (page + 96);
-        let map = (self.map_cache + 2) * (p.map_page as usize + 64);
-        let index = self.index_cache * (p.index_node as usize + 48);
-        let inodes = (self.inode_cache + self.max_dirty / 2) * (160 + 64);
-        let data = self.data_cache * (p.data_block as usize + 48);
-        let open = self.max_open * (64 + 12 * 8);
-        let fixed = 2048;
-        // Compression: a group in, its compressed form out, and a group to read into.
-        let zbuf = if p.compression != 0 {
-            3 * crate::compress::group_blocks(p, self.compress_group) as usize
-                * p.data_block as usize
-        } else {
-            0
-        };
-        heads + blocks + dirs + map + index + inodes + data + open + fixed + zbuf
-    }
-}
 
 /// A file inode in the inode cache.
 #[derive(Clone, Debug)]
@@ -1524,7 +1403,7 @@ impl<F: Flash> Fs<F> {
         let p = self.st.p;
         let mut h = [0u8; NODE_HEADER as usize];
         self.st.read(p.byte_of(at), &mut h).ok()?;
-        let max = crate::compress::DATAZ_HEADER + crate::compress::MAX_RAW;
+        let max = crate::format::compress::DATAZ_HEADER + crate::format::compress::MAX_RAW;
         match node::probe(&h, max) {
             Probe::Header(hd) if hd.typ == NodeType::DataZ => Some(p.align(hd.len)),
             _ => None,
@@ -1533,7 +1412,7 @@ impl<F: Flash> Fs<F> {
 
     /// Where the flash bytes of file block pointer `a` start and how many bytes they count
     /// live: a raw block is one data block at `a`; a packed pointer is one share of its
-    /// compressed data node (see [`crate::compress::share`]), read from the node header (`None` when it cannot be read:
+    /// compressed data node (see [`crate::format::compress::share`]), read from the node header (`None` when it cannot be read:
     /// the block then stays counted live until garbage collection recounts it).
     pub(crate) fn data_extent(&mut self, a: Addr) -> Option<(Addr, u32)> {
         let p = self.st.p;
@@ -1547,9 +1426,9 @@ impl<F: Flash> Fs<F> {
         if !p.addr_valid(at) {
             return None;
         }
-        let mut h = [0u8; crate::compress::DATAZ_HEADER as usize];
+        let mut h = [0u8; crate::format::compress::DATAZ_HEADER as usize];
         self.st.read(p.byte_of(at), &mut h).ok()?;
-        let max = crate::compress::DATAZ_HEADER + crate::compress::MAX_RAW;
+        let max = crate::format::compress::DATAZ_HEADER + crate::format::compress::MAX_RAW;
         match node::probe(&h, max) {
             Probe::Header(hd) if hd.typ == NodeType::DataZ => {
                 let raw_len = u32::from_le_bytes([h[28], h[29], h[30], h[31]]);
@@ -1557,7 +1436,7 @@ impl<F: Flash> Fs<F> {
                     return None;
                 }
                 let count = raw_len / p.data_block;
-                Some((at, crate::compress::share(p.align(hd.len), count)))
+                Some((at, crate::format::compress::share(p.align(hd.len), count)))
             }
             _ => None,
         }
@@ -1667,7 +1546,7 @@ impl<F: Flash> Fs<F> {
             blocks_free: free / bs,
             files: self.nfiles as u64 + self.ndirs as u64,
             files_free: (u32::MAX as u64).saturating_sub(entries).min(free / 64),
-            name_max: crate::layout::NAME_MAX as u32,
+            name_max: crate::format::params::NAME_MAX as u32,
         })
     }
 
@@ -1725,7 +1604,7 @@ impl<F: Flash> Fs<F> {
 
     /// Whether an OOB tag read from a data page matches what is expected (fsck, GC).
     pub(crate) fn tag_matches(tag: &OobTag, ino: Ino, block: u32) -> bool {
-        tag.kind == crate::node::TAG_DATA && tag.ino == ino && tag.block == block
+        tag.kind == crate::format::node::TAG_DATA && tag.ino == ino && tag.block == block
     }
 }
 

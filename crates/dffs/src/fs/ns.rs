@@ -8,13 +8,14 @@ use super::Fs;
 use crate::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
 use crate::error::{Error, Result};
 use crate::file::{Content, FileNode};
-use crate::journal::{mask, name_hash, name_key, Record, SYMLINK_MAX};
-use crate::layout::{Addr, NAME_MAX};
-use crate::map::MapEntry;
-use crate::types::{
+use crate::format::attrs::{
     Attrs, Ino, Time, ROOT_INO, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG,
     S_IFSOCK,
 };
+use crate::format::params::SYMLINK_MAX;
+use crate::format::params::{Addr, NAME_MAX};
+use crate::journal::{mask, name_hash, name_key, Record};
+use crate::map::MapEntry;
 use dffs_flash::Flash;
 
 /// Kind of a file-system object.
@@ -110,7 +111,7 @@ fn kind_of(mode: u32) -> FileKind {
 /// must not share a hash, which would make identical slots (`TooManyLinks`; the chance is
 /// 2^-31 per pair).
 fn check_linked_name(
-    p: &crate::layout::Params,
+    p: &crate::format::params::Params,
     node: &FileNode,
     parent: Ino,
     name: &[u8],
@@ -688,7 +689,7 @@ impl<F: Flash> Fs<F> {
     pub fn set_compression(&mut self, ino: Ino, algo: u8) -> Result<()> {
         self.guard(|fs| {
             fs.writable()?;
-            if algo > crate::compress::DEFLATE {
+            if algo > crate::format::compress::DEFLATE {
                 return Err(Error::Invalid);
             }
             match fs.map.get(&mut fs.st, ino)? {
@@ -1316,7 +1317,7 @@ impl<F: Flash> Fs<F> {
                 // A compression change for an algorithm this code does not know is ignored.
                 let algo = ((m & mask::COMPRESS) != 0)
                     .then_some((m >> mask::COMPRESS_SHIFT) as u8)
-                    .filter(|z| *z <= crate::compress::DEFLATE);
+                    .filter(|z| *z <= crate::format::compress::DEFLATE);
                 let apply_to = |a: &mut Attrs| {
                     if m & mask::MODE != 0 {
                         a.mode = (a.mode & S_IFMT) | (attrs.mode & 0o7777);

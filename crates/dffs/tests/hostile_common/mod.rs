@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dffs::codec::crc32c_parts;
-use dffs::node::{NodeType, OobTag, NODE_MAGIC, OOB_TAG_LEN, TAG_DATA};
+use dffs::format::codec::crc32c_parts;
+use dffs::format::node::{NodeType, OobTag, NODE_MAGIC, OOB_TAG_LEN, TAG_DATA};
 use dffs::{
     Config, EccStatus, Error, FileKind, Flash, FlashError, FlashKind, FormatOptions, Fs, Geometry,
     OpenFlags, ROOT_INO,
@@ -818,7 +818,7 @@ pub fn resign_all(dev: &mut RamFlash) {
 pub fn resign_tag(dev: &mut RamFlash, page: u32) {
     let o = dev.oob_mut(page);
     if o.len() >= OOB_TAG_LEN {
-        let c = dffs::codec::crc32c(&o[..18]) as u16;
+        let c = dffs::format::codec::crc32c(&o[..18]) as u16;
         o[18..20].copy_from_slice(&c.to_le_bytes());
     }
 }

@@ -8,10 +8,10 @@
 
 use alloc::vec::Vec;
 
-use crate::codec::Reader;
 use crate::error::{Error, Result};
-use crate::layout::{Params, NODE_HEADER};
-use crate::node::{NodeBuilder, NodeType};
+use crate::format::codec::Reader;
+use crate::format::node::{NodeBuilder, NodeType};
+use crate::format::params::{Params, NODE_HEADER};
 
 /// No compression: blocks are stored as they are.
 pub const NONE: u8 = 0;
@@ -160,7 +160,7 @@ pub fn parse_dataz(flags: u8, body: &[u8]) -> Result<DataZ<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node;
+    use crate::format::node;
 
     fn text(n: usize) -> Vec<u8> {
         let words = b"flash page block erase program spare ";

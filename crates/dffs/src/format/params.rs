@@ -4,8 +4,8 @@
 //! device geometry and recorded in each checkpoint) and [`Addr`] (a 31-bit pointer to a node or
 //! data block). It must never read or write flash; it only computes.
 
-use crate::codec::{Reader, Writer};
 use crate::error::{Error, Result};
+use crate::format::codec::{Reader, Writer};
 use dffs_flash::{FlashKind, Geometry, PagePairing};
 
 /// On-flash format version written by this code.
@@ -19,7 +19,7 @@ pub const DATA_CRC_LEN: u32 = 4;
 /// bytes). Front ends show the reason before they write anything.
 pub fn check_geometry(g: &Geometry) -> core::result::Result<(), &'static str> {
     g.validate()?;
-    if g.kind == FlashKind::Nand && (g.oob_free_len as usize) < crate::node::OOB_TAG_LEN {
+    if g.kind == FlashKind::Nand && (g.oob_free_len as usize) < crate::format::node::OOB_TAG_LEN {
         return Err("NAND needs at least 20 free OOB bytes per page for DFFS's page tag");
     }
     if g.kind == FlashKind::Nor && g.program_unit > 256 {
@@ -30,6 +30,12 @@ pub fn check_geometry(g: &Geometry) -> core::result::Result<(), &'static str> {
 
 /// Longest file name in bytes.
 pub const NAME_MAX: usize = 255;
+
+/// Longest symlink target in bytes.
+pub const SYMLINK_MAX: usize = 1023;
+
+/// Deepest index tree.
+pub const MAX_DEPTH: u8 = 4;
 
 /// A pointer to a node or a data block: the byte offset on the device shifted right by
 /// `Params::addr_shift` (so every node starts on a `1 << addr_shift` boundary). 31 bits are

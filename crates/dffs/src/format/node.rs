@@ -8,9 +8,9 @@
 
 use alloc::vec::Vec;
 
-use crate::codec::{crc32c, crc32c_parts, Reader, Writer};
 use crate::error::{Error, Result};
-use crate::layout::NODE_HEADER;
+use crate::format::codec::{crc32c, crc32c_parts, Reader, Writer};
+use crate::format::params::NODE_HEADER;
 
 /// First two bytes of every node ("DF").
 pub const NODE_MAGIC: u16 = 0x4644;
@@ -237,7 +237,7 @@ impl NodeBuilder {
 /// inode and block numbers (little-endian) followed by the block's bytes, so a block read back
 /// at the wrong address (or for the wrong file) fails its check as surely as a flipped bit.
 pub fn data_block_crc(ino: u32, block: u32, data: &[u8]) -> u32 {
-    crate::codec::crc32c_parts(&[&ino.to_le_bytes(), &block.to_le_bytes(), data])
+    crate::format::codec::crc32c_parts(&[&ino.to_le_bytes(), &block.to_le_bytes(), data])
 }
 
 /// Appends file blocks `first, first+1, …` (the consecutive `block`-byte pieces of `data`) to

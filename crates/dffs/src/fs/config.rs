@@ -1,0 +1,170 @@
+//! How a mounted file system is configured: its RAM budget and work trade-offs ([`Config`]),
+//! and where it gets the time from ([`Clock`]).
+//!
+//! Owns the configuration presets and the RAM estimate of a configuration. It must never
+//! depend on mounted state: everything here is decided before mount.
+
+use dffs_flash::FlashKind;
+
+use crate::format::attrs::Time;
+use crate::format::params::Params;
+use crate::store::BlockInfo;
+
+/// How much RAM the mounted file system may use, and how it trades work for latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Directory pages kept in RAM.
+    pub dir_cache: usize,
+    /// Inode map pages kept in RAM.
+    pub map_cache: usize,
+    /// File index nodes kept in RAM.
+    pub index_cache: usize,
+    /// Clean file inodes kept in RAM.
+    pub inode_cache: usize,
+    /// File data blocks kept in RAM (dirty ones are written back when this fills).
+    pub data_cache: usize,
+    /// Dirty metadata items (inodes, directory pages, map pages) before a checkpoint.
+    pub max_dirty: usize,
+    /// Open file handles.
+    pub max_open: usize,
+    /// Journal bytes written since the last checkpoint before a new checkpoint (bounds the
+    /// replay after a power cut).
+    pub journal_limit: u32,
+    /// Garbage-collection work (pages examined) one operation may do.
+    pub gc_step: u32,
+    /// Mount read-only.
+    pub read_only: bool,
+    /// Every write is synchronous (as `mount -o sync`).
+    pub sync: bool,
+    /// Extents an uncommitted file update may touch before it is committed in parts.
+    pub overlay_extents: usize,
+    /// Bytes of consecutive file blocks compressed together into one node (rounded down to
+    /// whole blocks, at most a quarter of an erase block and 64 KiB). Larger groups compress
+    /// better; reading one block decompresses its whole group, and the group is transient RAM
+    /// when writing. A write-time choice only: any group size reads back.
+    pub compress_group: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            dir_cache: 8,
+            map_cache: 4,
+            index_cache: 8,
+            inode_cache: 16,
+            data_cache: 8,
+            max_dirty: 24,
+            max_open: 16,
+            journal_limit: 128 * 1024,
+            gc_step: 32,
+            read_only: false,
+            sync: false,
+            overlay_extents: 256,
+            compress_group: 16 * 1024,
+        }
+    }
+}
+
+impl Config {
+    /// The smallest configuration: a few pages of cache, for microcontrollers.
+    pub fn smallest() -> Config {
+        Config {
+            dir_cache: 3,
+            map_cache: 3,
+            index_cache: 2,
+            inode_cache: 2,
+            data_cache: 2,
+            max_dirty: 8,
+            max_open: 4,
+            journal_limit: 64 * 1024,
+            gc_step: 16,
+            read_only: false,
+            sync: false,
+            overlay_extents: 32,
+            compress_group: 4 * 1024,
+        }
+    }
+
+    /// A configuration that spends more RAM for speed.
+    pub fn fast() -> Config {
+        Config {
+            dir_cache: 32,
+            map_cache: 16,
+            index_cache: 64,
+            inode_cache: 128,
+            data_cache: 64,
+            max_dirty: 128,
+            max_open: 64,
+            journal_limit: 512 * 1024,
+            gc_step: 64,
+            read_only: false,
+            sync: false,
+            overlay_extents: 1024,
+            compress_group: 32 * 1024,
+        }
+    }
+
+    /// RAM this configuration needs on a device formatted with `p` (an upper bound of what
+    /// the caches, buffers and tables hold; dirty metadata beyond the caches counts against
+    /// `max_dirty`).
+    pub fn ram_estimate(&self, p: &Params) -> usize {
+        let g = p.geometry;
+        let page = p.dir_page as usize;
+        let heads = p.head_count()
+            * if g.kind == FlashKind::Nand {
+                g.page_size as usize
+            } else {
+                0
+            };
+        let blocks = g.blocks as usize * core::mem::size_of::<BlockInfo>();
+        let dirs = (self.dir_cache + self.max_dirty / 2) * (page + 96);
+        let map = (self.map_cache + 2) * (p.map_page as usize + 64);
+        let index = self.index_cache * (p.index_node as usize + 48);
+        let inodes = (self.inode_cache + self.max_dirty / 2) * (160 + 64);
+        let data = self.data_cache * (p.data_block as usize + 48);
+        let open = self.max_open * (64 + 12 * 8);
+        let fixed = 2048;
+        // Compression: a group in, its compressed form out, and a group to read into.
+        let zbuf = if p.compression != 0 {
+            3 * crate::format::compress::group_blocks(p, self.compress_group) as usize
+                * p.data_block as usize
+        } else {
+            0
+        };
+        heads + blocks + dirs + map + index + inodes + data + open + fixed + zbuf
+    }
+}
+
+/// Where the file system gets the current time from.
+pub trait Clock {
+    /// The current time.
+    fn now(&self) -> Time;
+}
+
+/// A clock that always says the epoch (for systems without a clock, and deterministic tests).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoClock;
+
+impl Clock for NoClock {
+    fn now(&self) -> Time {
+        Time::default()
+    }
+}
+
+/// The system clock (with the `std` feature).
+#[cfg(feature = "std")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+#[cfg(feature = "std")]
+impl Clock for SystemClock {
+    fn now(&self) -> Time {
+        match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => Time {
+                secs: d.as_secs() as i64,
+                nsec: d.subsec_nanos(),
+            },
+            Err(_) => Time::default(),
+        }
+    }
+}
