@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::codec::Reader;
 use crate::format::node::{self, NodeBuilder, NodeType, OobTag, Probe, OOB_TAG_LEN};
-use crate::format::params::{Addr, Params, MAX_HEADS, NODE_HEADER};
+use crate::format::params::{Addr, Params, MAX_HEADS};
 use crate::store::{BlockState, Remap, Store};
 use dffs_flash::{Flash, FlashError, FlashKind, PagePairing};
 
@@ -246,12 +246,12 @@ fn read_slot<F: Flash>(
     slot: u32,
     cp_slot: u32,
 ) -> Result<Option<Checkpoint>> {
-    let bs = st.p.geometry.block_size() as u64;
-    let pos = block as u64 * bs + slot_offset(&st.p, slot, cp_slot);
+    let bs = st.p().geometry.block_size() as u64;
+    let pos = block as u64 * bs + slot_offset(&st.p(), slot, cp_slot);
     let mut buf = vec![0u8; cp_slot as usize];
     // A copy that fails its CRC is read again: NOR has no ECC, and the error may be transient.
-    for _ in 0..=crate::medium::READ_RETRIES {
-        let st_ecc = st.m.read_status(st_phys_pos(st, pos), &mut buf);
+    for _ in 0..=crate::store::medium::READ_RETRIES {
+        let st_ecc = st.read_raw(pos, &mut buf);
         match st_ecc {
             Ok(dffs_flash::EccStatus::Uncorrectable) | Err(Error::Io) => return Ok(None),
             Err(e) => return Err(e),
@@ -269,17 +269,12 @@ fn read_slot<F: Flash>(
     Ok(None)
 }
 
-fn st_phys_pos<F: Flash>(st: &Store<F>, pos: u64) -> u64 {
-    let bs = st.p.geometry.block_size() as u64;
-    st.phys((pos / bs) as u32) as u64 * bs + pos % bs
-}
-
 /// Whether the slot's first bytes were ever programmed.
 fn slot_used<F: Flash>(st: &mut Store<F>, block: u32, slot: u32, cp_slot: u32) -> Result<bool> {
-    let bs = st.p.geometry.block_size() as u64;
-    let pos = block as u64 * bs + slot_offset(&st.p, slot, cp_slot);
+    let bs = st.p().geometry.block_size() as u64;
+    let pos = block as u64 * bs + slot_offset(&st.p(), slot, cp_slot);
     let mut buf = [0u8; 16];
-    match st.m.read_status(st_phys_pos(st, pos), &mut buf) {
+    match st.read_raw(pos, &mut buf) {
         Ok(dffs_flash::EccStatus::Uncorrectable) => Ok(true),
         Ok(_) => Ok(buf.iter().any(|&b| b != 0xFF)),
         Err(Error::Io) => Ok(true),
@@ -294,7 +289,7 @@ fn newest_in_block<F: Flash>(
     block: u32,
     cp_slot: u32,
 ) -> Result<Option<(Checkpoint, u32)>> {
-    let pairs = slots_per_block(&st.p) / 2;
+    let pairs = slots_per_block(&st.p()) / 2;
     // Binary search for the first unused pair.
     let (mut lo, mut hi) = (0u32, pairs);
     while lo < hi {
@@ -317,10 +312,10 @@ fn newest_in_block<F: Flash>(
     Ok(None)
 }
 
-/// Finds the newest checkpoint on the device. `st.p` only needs a correct geometry; the
+/// Finds the newest checkpoint on the device. `st.p()` only needs a correct geometry; the
 /// parameters found are returned inside the checkpoint.
 pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos)> {
-    let g = st.p.geometry;
+    let g = st.p().geometry;
     let area = ANCHOR_AREA.min(g.blocks);
     // Any valid first slot names both anchors. But an anchor that went bad is replaced by
     // another block of the area, and the first slot of the replacement names the new pair: the
@@ -331,7 +326,7 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
             let cp_slot = match (g.kind, &found) {
                 (FlashKind::Nand, _) => g.page_size,
                 (FlashKind::Nor, Some(f)) => f.params.cp_slot,
-                (FlashKind::Nor, None) => st.p.cp_slot,
+                (FlashKind::Nor, None) => st.p().cp_slot,
             };
             if let Some(cp) = read_slot(st, b, slot, cp_slot)? {
                 if cp.params.geometry == g {
@@ -349,8 +344,8 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
     }
     let first = found.ok_or(Error::NoFileSystem)?;
     let p = first.params;
-    st.p = p;
-    st.remaps = first.remaps.clone();
+    st.set_params(p);
+    st.set_remaps(first.remaps.clone());
     let mut best: Option<(Checkpoint, AnchorPos)> = None;
     for (i, &ab) in p.anchors.iter().enumerate() {
         if let Some((cp, slot)) = newest_in_block(st, ab, p.cp_slot)? {
@@ -375,8 +370,8 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
         }
     }
     let (cp, pos) = best.ok_or(Error::NoFileSystem)?;
-    st.p = cp.params;
-    st.remaps = cp.remaps.clone();
+    st.set_params(cp.params);
+    st.set_remaps(cp.remaps.clone());
     Ok((cp, pos))
 }
 
@@ -387,7 +382,7 @@ pub fn write<F: Flash>(
     cp: &Checkpoint,
     pos: Option<AnchorPos>,
 ) -> Result<AnchorPos> {
-    let per = slots_per_block(&st.p);
+    let per = slots_per_block(&st.p());
     let (mut anchor, mut slot) = match pos {
         Some(AnchorPos {
             anchor,
@@ -420,19 +415,18 @@ pub fn write<F: Flash>(
 
 /// Replaces anchor `anchor` (which failed) by a free block of the anchor area and retires it.
 fn replace_anchor<F: Flash>(st: &mut Store<F>, anchor: usize) -> Result<()> {
-    let area = ANCHOR_AREA.min(st.p.geometry.blocks);
-    let old = st.p.anchors[anchor];
+    let area = ANCHOR_AREA.min(st.p().geometry.blocks);
+    let old = st.p().anchors[anchor];
     let new = (0..area)
         .find(|&b| {
-            !st.p.anchors.contains(&b)
-                && matches!(
-                    st.blocks[b as usize].state(),
-                    BlockState::Free | BlockState::Erased
-                )
+            !st.p().anchors.contains(&b)
+                && matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
         })
         .ok_or(Error::Io)?;
     st.retire(old);
-    st.p.anchors[anchor] = new;
+    let mut p = st.p();
+    p.anchors[anchor] = new;
+    st.set_params(p);
     st.set_state(new, BlockState::Anchor);
     Ok(())
 }
@@ -445,12 +439,10 @@ fn write_at<F: Flash>(
     anchor: usize,
     slot: u32,
 ) -> Result<bool> {
-    let p = st.p;
+    let p = st.p();
     let block = p.anchors[anchor];
     if slot == 0 {
-        let pb = st.phys(block);
-        st.blocks[block as usize].ec = st.blocks[block as usize].ec.saturating_add(1);
-        match st.m.erase(pb) {
+        match st.erase_raw(block) {
             Ok(()) => {}
             Err(FlashError::PowerLoss) => return Err(Error::PowerLoss),
             Err(_) => return Ok(false),
@@ -459,8 +451,8 @@ fn write_at<F: Flash>(
     // The parameters name the anchors, which may have just changed.
     let mut cp = cp.clone();
     cp.params = p;
-    let bytes = cp.encode().finish(st.seq, p.unit());
-    st.seq += 1;
+    let bytes = cp.encode().finish(st.seq(), p.unit());
+    st.set_seq(st.seq() + 1);
     if bytes.len() > p.cp_slot as usize {
         return Err(Error::NoMemory);
     }
@@ -474,13 +466,12 @@ fn write_at<F: Flash>(
     let bs = g.block_size() as u64;
     for copy in 0..2u32 {
         let pos = block as u64 * bs + slot_offset(&p, slot + copy, p.cp_slot);
-        let ppos = st_phys_pos(st, pos);
         let tag = OobTag::nodes(cp.cp_number).encode();
         let oob: &[u8] = match g.kind {
             FlashKind::Nand => &tag[..OOB_TAG_LEN.min(g.oob_free_len as usize)],
             FlashKind::Nor => &[],
         };
-        match st.m.program(ppos, &data, oob) {
+        match st.program_raw(pos, &data, oob) {
             Ok(()) => {}
             Err(FlashError::PowerLoss) => return Err(Error::PowerLoss),
             Err(_) => return Ok(false),
@@ -488,6 +479,3 @@ fn write_at<F: Flash>(
     }
     Ok(true)
 }
-
-/// Size of a checkpoint node header, for callers budgeting slot space.
-pub const CP_HEADER: u32 = NODE_HEADER;

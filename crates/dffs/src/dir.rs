@@ -22,6 +22,27 @@ use crate::map::{InodeMap, MapEntry};
 use crate::store::{Priority, Store};
 use dffs_flash::Flash;
 
+/// Hash key of a name as stored in directory slots: 31 bits of hash, bit 31 set for
+/// directories.
+pub fn name_key(name: &[u8], is_dir: bool) -> u32 {
+    name_hash(name) | (is_dir as u32) << 31
+}
+
+/// The 31-bit name hash: FNV-1a over the bytes, finished with the MurmurHash3 mixer.
+pub fn name_hash(name: &[u8]) -> u32 {
+    let mut h: u32 = 0x811C_9DC5;
+    for &b in name {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85EB_CA6B);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xC2B2_AE35);
+    h ^= h >> 16;
+    h & 0x7FFF_FFFF
+}
+
 /// A directory slot: a pointer and a key. Empty slots have both all-ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot {
@@ -442,11 +463,6 @@ impl Dirs {
     /// Number of cached items.
     pub fn len(&self) -> usize {
         self.cache.len()
-    }
-
-    /// Whether nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.cache.is_empty()
     }
 
     /// Number of dirty items.
@@ -1672,6 +1688,17 @@ impl Dirs {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn name_hash_is_stable_and_31_bits() {
+        // Values fixed by the format (computed by an independent Python implementation of
+        // FORMAT.md's definition): changing the hash breaks every image.
+        assert_eq!(name_hash(b""), 0x2b3e_7c0b);
+        assert_eq!(name_hash(b"hello"), 0x088d_766e);
+        assert_eq!(name_hash(b"lost+found"), 0x4c88_e800);
+        assert_ne!(name_hash(b"a"), name_hash(b"b"));
+        assert_eq!(name_key(b"a", true) & 0x8000_0000, 0x8000_0000);
+    }
+
     use super::*;
 
     #[test]

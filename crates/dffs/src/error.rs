@@ -29,6 +29,9 @@ pub enum Error {
     Io,
     /// On-flash data failed its checks: the image is corrupted (`EIO`, with `EUCLEAN` meaning).
     Corrupt,
+    /// The file system's own state broke an invariant (a bug, not bad flash; `EIO`). Kept
+    /// apart from [`Error::Corrupt`] so a report says which it was.
+    Internal,
     /// An argument is invalid (`EINVAL`).
     Invalid,
     /// The file handle is not open (`EBADF`).
@@ -66,7 +69,7 @@ impl Error {
         match self {
             Error::NotPermitted => 1,
             Error::NotFound => 2,
-            Error::Io | Error::Corrupt | Error::PowerLoss => 5,
+            Error::Io | Error::Corrupt | Error::Internal | Error::PowerLoss => 5,
             Error::BadHandle => 9,
             Error::NoMemory => 12,
             Error::Access => 13,
@@ -99,6 +102,7 @@ impl Error {
             Error::NoSpace => "no space left on device",
             Error::Io => "input/output error",
             Error::Corrupt => "file system structure is corrupted",
+            Error::Internal => "internal error (broken invariant)",
             Error::Invalid => "invalid argument",
             Error::BadHandle => "bad file handle",
             Error::NotSupported => "operation not supported",

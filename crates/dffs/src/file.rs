@@ -262,20 +262,6 @@ impl FileNode {
         };
         NODE_HEADER + INODE_FIXED + names_len as u32 + content
     }
-
-    /// Bytes of the encoded inode node.
-    pub fn encoded_len(&self) -> u32 {
-        NODE_HEADER
-            + INODE_FIXED
-            + self.names_len() as u32
-            + 4 * self.content.direct.len() as u32
-            + self
-                .content
-                .inline
-                .as_ref()
-                .map(|d| d.len() as u32)
-                .unwrap_or(0)
-    }
 }
 
 /// Most names a file can have beyond its first (the node keeps the count in a byte; the
@@ -380,7 +366,7 @@ pub struct Index<'a, F: Flash> {
 
 impl<'a, F: Flash> Index<'a, F> {
     fn fanout(&self) -> u32 {
-        self.st.p.index_fanout()
+        self.st.p().index_fanout()
     }
 
     /// Data stride in address units between consecutive blocks of a contiguous write.
@@ -395,7 +381,7 @@ impl<'a, F: Flash> Index<'a, F> {
             }
             return Err(Error::Corrupt);
         }
-        let p = self.st.p;
+        let p = self.st.p();
         let (h, bytes) = self.st.read_node(a, NodeType::Index, p.index_node)?;
         let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
         let lv = r.u8()?;
@@ -419,7 +405,7 @@ impl<'a, F: Flash> Index<'a, F> {
     }
 
     fn write(&mut self, n: &IndexNode) -> Result<Addr> {
-        let p = self.st.p;
+        let p = self.st.p();
         let mut nb = NodeBuilder::new(NodeType::Index, 0, self.ino, p.index_node as usize);
         nb.w.u8(n.level).u8(0).u16(0).u32(n.first);
         for a in &n.entries {
@@ -433,7 +419,7 @@ impl<'a, F: Flash> Index<'a, F> {
     }
 
     fn kill_node(&mut self, a: Addr) {
-        let len = self.st.p.align(self.st.p.index_node);
+        let len = self.st.p().align(self.st.p().index_node);
         self.st.kill(a, len);
     }
 
@@ -468,7 +454,7 @@ impl<'a, F: Flash> Index<'a, F> {
 
     /// Where block `b` is (pending changes first).
     pub fn lookup(&mut self, c: &Content, b: u32) -> Result<Addr> {
-        let stride = Self::stride(&self.st.p);
+        let stride = Self::stride(&self.st.p());
         if let Some(a) = c.pending.get(b, stride) {
             return Ok(a);
         }
@@ -490,7 +476,7 @@ impl<'a, F: Flash> Index<'a, F> {
         if c.pending.is_empty() {
             return Ok(());
         }
-        let p = self.st.p;
+        let p = self.st.p();
         let stride = Self::stride(&p);
         let changes: Vec<(u32, Addr)> = c.pending.iter_blocks(stride).collect();
         let max_b = changes.iter().map(|x| x.0).max().unwrap_or(0);
@@ -614,7 +600,7 @@ impl<'a, F: Flash> Index<'a, F> {
         from: u32,
         dead: &mut dyn FnMut(&mut Store<F>, Addr),
     ) -> Result<()> {
-        let stride = Self::stride(&self.st.p);
+        let stride = Self::stride(&self.st.p());
         c.pending.truncate(from, stride);
         if c.depth == 0 {
             if c.direct.len() > from as usize {

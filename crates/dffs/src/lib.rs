@@ -11,16 +11,15 @@
 
 extern crate alloc;
 
-pub mod checkpoint;
-pub mod dir;
-pub mod error;
-pub mod file;
+pub(crate) mod checkpoint;
+pub(crate) mod dir;
+mod error;
+pub(crate) mod file;
 pub mod format;
-pub mod fs;
-pub mod journal;
-pub mod map;
-pub mod medium;
-pub mod store;
+mod fs;
+pub(crate) mod journal;
+pub(crate) mod map;
+pub(crate) mod store;
 
 pub use dffs_flash::{
     EccStatus, Flash, FlashError, FlashKind, Geometry, NorFlashDevice, PagePairing,

@@ -205,7 +205,7 @@ impl InodeMap {
             for _ in 0..self.fanout {
                 let a = Addr(r.u32()?);
                 let free = r.u32()?;
-                if free > cap || !(a.is_none() || st.p.addr_valid(a)) {
+                if free > cap || !(a.is_none() || st.p().addr_valid(a)) {
                     return Err(Error::Corrupt);
                 }
                 v.push((a, free));
@@ -443,11 +443,6 @@ impl InodeMap {
         }
     }
 
-    /// Whether any page is dirty.
-    pub fn is_dirty(&self) -> bool {
-        self.cache.iter().any(|p| p.dirty)
-    }
-
     /// Writes every dirty page (leaves first, copy-on-write), updating parents, and returns
     /// the new root.
     pub fn write_dirty<F: Flash>(&mut self, st: &mut Store<F>) -> Result<Addr> {
@@ -482,7 +477,7 @@ impl InodeMap {
                 nb.w.fill(0, (total - cur) as usize);
                 let addr = st.write_node(LogKind::Map, nb, Priority::Reserve)?;
                 if old.is_some() {
-                    st.kill(old, st.p.align(self.page_size));
+                    st.kill(old, st.p().align(self.page_size));
                 }
                 self.cache[i].addr = addr;
                 self.cache[i].dirty = false;

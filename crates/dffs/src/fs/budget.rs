@@ -56,7 +56,7 @@ impl<F: Flash> Fs<F> {
     /// the bytes the checkpoint would write there beyond the room left in its open block; plus
     /// the journal's next block and one block of slack (nodes do not fill blocks exactly).
     pub(crate) fn cp_need_blocks(&self) -> u32 {
-        let p = self.st.p;
+        let p = self.st.p();
         let fanout = p.index_fanout();
         let mut inodes = 0u64;
         let mut index_nodes = 0u64;
@@ -108,20 +108,20 @@ impl<F: Flash> Fs<F> {
     /// comment).
     pub(crate) fn refresh_floors(&mut self) {
         let k = self.cp_need_blocks();
-        let spares = self.st.p.bad_reserve;
+        let spares = self.st.p().bad_reserve;
         let log = k + spares;
-        let user = (self.st.p.gc_reserve + spares).max(log + 1);
+        let user = (self.st.p().gc_reserve + spares).max(log + 1);
         self.st.set_floors(k, log, user);
     }
 
     /// (usable bytes, bytes that can still be written).
     pub(crate) fn space(&self) -> (u64, u64) {
-        let p = self.st.p;
+        let p = self.st.p();
         let bsz = p.geometry.block_size() as u64;
         let good = self
             .st
-            .blocks
-            .iter()
+            .blocks()
+            .map(|(_, e)| e)
             .filter(|b| !matches!(b.state(), BlockState::Bad | BlockState::Anchor))
             .count() as u64;
         // Reserve: GC and bad-block spares, the journal (live + next), and one open block per
@@ -130,8 +130,8 @@ impl<F: Flash> Fs<F> {
         let usable = (good * bsz).saturating_sub(reserve);
         let live: u64 = self
             .st
-            .blocks
-            .iter()
+            .blocks()
+            .map(|(_, e)| e)
             .filter(|b| {
                 !matches!(b.state(), BlockState::Bad | BlockState::Anchor)
                     && b.kind() != LogKind::Journal
@@ -145,7 +145,7 @@ impl<F: Flash> Fs<F> {
 
     /// Refuses metadata growth when the device is nearly full.
     pub(crate) fn meta_space(&mut self) -> Result<()> {
-        let need = self.st.p.dir_page as u64 * 2;
+        let need = self.st.p().dir_page as u64 * 2;
         if self.ensure_space(need).is_err() {
             return Err(Error::NoSpace);
         }
@@ -179,8 +179,8 @@ impl<F: Flash> Fs<F> {
     /// before the replay start.
     pub(crate) fn releasable_blocks(&self) -> u32 {
         self.st
-            .blocks
-            .iter()
+            .blocks()
+            .map(|(_, e)| e)
             .filter(|e| {
                 e.state() == BlockState::PendingErase
                     || (e.state() == BlockState::Used && e.kind() == LogKind::Journal)
@@ -208,7 +208,7 @@ impl<F: Flash> Fs<F> {
                 return Ok(());
             }
             rounds += 1;
-            if rounds > 4 * self.st.p.geometry.blocks + 16 {
+            if rounds > 4 * self.st.p().geometry.blocks + 16 {
                 return Err(Error::NoSpace);
             }
             let can_cp = self.tx.is_none() && !self.replaying;
@@ -242,7 +242,7 @@ impl<F: Flash> Fs<F> {
         }
         let dirty = self.dirty_items();
         let short = self.checkpoint_short() && self.checkpoint_pays();
-        if self.journal_bytes >= self.cfg.journal_limit as u64
+        if self.journal.bytes() >= self.cfg.journal_limit as u64
             || dirty >= self.cfg.max_dirty
             || short
         {

@@ -17,13 +17,13 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::Fs;
+use crate::dir::name_hash;
 use crate::dir::PLACEHOLDER;
 use crate::error::{Error, Result};
 use crate::file::{blocks_for, FileNode, Index};
 use crate::format::attrs::{Ino, ROOT_INO};
 use crate::format::node::{OobTag, OOB_TAG_LEN, TAG_DATA};
 use crate::format::params::{Addr, LogKind};
-use crate::journal::name_hash;
 use crate::map::MapEntry;
 use crate::store::BlockState;
 use dffs_flash::{EccStatus, Flash, FlashKind};
@@ -103,7 +103,7 @@ impl<F: Flash> Fs<F> {
     }
 
     fn fsck_inner(&mut self) -> Result<FsckReport> {
-        let p = self.st.p;
+        let p = self.st.p();
         let mut w = Walk {
             rep: FsckReport::default(),
             used: BTreeMap::new(),
@@ -400,7 +400,7 @@ impl<F: Flash> Fs<F> {
 
     /// Index tree, data tags and sizes of one file.
     fn fsck_content(&mut self, w: &mut Walk, node: &FileNode, path: &str) -> Result<()> {
-        let p = self.st.p;
+        let p = self.st.p();
         w.rep.bytes += node.size;
         if let Some(d) = &node.content.inline {
             if d.len() as u64 != node.size {
@@ -540,7 +540,7 @@ impl<F: Flash> Fs<F> {
 
     /// Block states and live-byte accounting against what the walk found referenced.
     fn fsck_blocks(&mut self, w: &mut Walk) {
-        let p = self.st.p;
+        let p = self.st.p();
         let nblocks = p.geometry.blocks as usize;
         let mut live = vec![0u64; nblocks];
         let used: Vec<(u32, (u32, &'static str))> = w.used.iter().map(|(a, v)| (*a, *v)).collect();
@@ -559,7 +559,7 @@ impl<F: Flash> Fs<F> {
                 continue;
             }
             live[b] += len as u64;
-            let e = self.st.blocks[b];
+            let e = self.st.block(b as u32);
             match e.state() {
                 BlockState::Used | BlockState::Head => {}
                 s => w
@@ -568,7 +568,7 @@ impl<F: Flash> Fs<F> {
             }
         }
         for (b, &l) in live.iter().enumerate() {
-            let e = self.st.blocks[b];
+            let e = self.st.block(b as u32);
             if e.kind() == LogKind::Journal
                 || !matches!(e.state(), BlockState::Used | BlockState::Head)
             {

@@ -31,7 +31,7 @@ use crate::format::compress;
 use crate::format::node::{self, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
 use crate::format::params::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
 use crate::map::MapEntry;
-use crate::medium::READ_RETRIES;
+use crate::store::medium::READ_RETRIES;
 use crate::store::{BlockState, Priority, DATA_HEADER};
 use dffs_flash::{EccStatus, Flash, FlashKind};
 
@@ -114,9 +114,9 @@ impl<F: Flash> Fs<F> {
     pub(crate) fn gc_background(&mut self) -> Result<()> {
         // Start early enough that bounded steps keep up with the writes.
         let low = self.st.reserve_blocks()
-            + self.st.p.head_count() as u32
+            + self.st.p().head_count() as u32
             + 2
-            + (self.st.p.geometry.blocks / 32).max(4);
+            + (self.st.p().geometry.blocks / 32).max(4);
         if self.st.free_blocks() > low && self.gc.victim.is_none() && !self.wl_due() {
             return Ok(());
         }
@@ -127,11 +127,11 @@ impl<F: Flash> Fs<F> {
         self.gc_work(step)?;
         // Collected blocks come back with the next checkpoint: take one when they are many
         // or when the free pool runs dry.
-        let urgent_low = self.st.reserve_blocks() + self.st.p.head_count() as u32 + 2;
+        let urgent_low = self.st.reserve_blocks() + self.st.p().head_count() as u32 + 2;
         let pending = self.st.pending_blocks();
         if pending > 0
             && (self.st.free_blocks() <= urgent_low
-                || pending >= (self.st.p.geometry.blocks / 64).max(2))
+                || pending >= (self.st.p().geometry.blocks / 64).max(2))
             && self.checkpoint_pays()
             && self.tx.is_none()
             && !self.replaying
@@ -144,7 +144,7 @@ impl<F: Flash> Fs<F> {
     /// Whether static wear leveling should move a cold block now (only with free blocks to
     /// spare: leveling is never urgent).
     fn wl_due(&self) -> bool {
-        let low = self.st.reserve_blocks() + self.st.p.head_count() as u32 + 2;
+        let low = self.st.reserve_blocks() + self.st.p().head_count() as u32 + 2;
         self.st.free_blocks() > low && self.wl_candidate().is_some()
     }
 
@@ -155,7 +155,7 @@ impl<F: Flash> Fs<F> {
         let (mut mn, mut mx, mut sum, mut n) = (u32::MAX, 0u32, 0u64, 0u64);
         let mut young_free = u32::MAX;
         let mut cand = None;
-        for (i, e) in self.st.blocks.iter().enumerate() {
+        for (i, e) in self.st.blocks() {
             match e.state() {
                 BlockState::Bad | BlockState::Anchor => continue,
                 BlockState::Free | BlockState::Erased => young_free = young_free.min(e.ec),
@@ -167,10 +167,10 @@ impl<F: Flash> Fs<F> {
             if e.state() == BlockState::Used
                 && e.kind() != LogKind::Journal
                 && e.ec < mn
-                && !self.is_kept(i as u32)
+                && !self.is_kept(i)
             {
                 mn = e.ec;
-                cand = Some(i as u32);
+                cand = Some(i);
             }
         }
         if n == 0 {
@@ -186,16 +186,12 @@ impl<F: Flash> Fs<F> {
 
     /// Whether collecting could free `bytes` (there is dead space or pending blocks).
     pub(crate) fn gc_could_help(&self, bytes: u64) -> bool {
-        let bs = self.st.p.geometry.block_size() as u64;
+        let bs = self.st.p().geometry.block_size() as u64;
         let dead: u64 = self
             .st
-            .blocks
-            .iter()
-            .enumerate()
+            .blocks()
             .filter(|(i, e)| {
-                e.state() == BlockState::Used
-                    && e.kind() != LogKind::Journal
-                    && !self.is_kept(*i as u32)
+                e.state() == BlockState::Used && e.kind() != LogKind::Journal && !self.is_kept(*i)
             })
             .map(|(_, e)| bs - e.live as u64)
             .sum();
@@ -212,7 +208,7 @@ impl<F: Flash> Fs<F> {
     /// marked dirty for the next checkpoint. A block of a head that also takes index nodes
     /// may hold some.
     fn copies_now(&self, kind: LogKind) -> bool {
-        let p = &self.st.p;
+        let p = &self.st.p();
         kind.is_data() || p.head_of(kind) == p.head_of(LogKind::Index)
     }
 
@@ -220,7 +216,10 @@ impl<F: Flash> Fs<F> {
     /// does not qualify: not a closed non-journal block, kept, completely live, more than 97%
     /// live (unless `urgent`), or a data block with live data while there is no room to copy.
     fn victim_score(&self, i: u32, urgent: bool, room: bool) -> Option<f64> {
-        let e = self.st.blocks.get(i as usize)?;
+        if i >= self.st.block_count() {
+            return None;
+        }
+        let e = self.st.block(i);
         if e.state() != BlockState::Used
             || e.kind() == LogKind::Journal
             || self.is_kept(i)
@@ -228,13 +227,13 @@ impl<F: Flash> Fs<F> {
         {
             return None;
         }
-        let p = &self.st.p;
+        let p = &self.st.p();
         let bs = p.geometry.block_size() as f64;
         let u = e.live as f64 / bs;
         if (u > 0.97 && !urgent) || e.live as f64 >= bs {
             return None;
         }
-        let now = self.st.cp_number as u32 & 0xFF_FFFF;
+        let now = self.st.cp_number() as u32 & 0xFF_FFFF;
         let age = (now.wrapping_sub(e.age()) & 0xFF_FFFF) as f64 + 1.0;
         // Moving a live file inode rewrites the directory page that points to it as well: an
         // inode's bytes cost about a directory page each (at least 8 times their own size).
@@ -256,7 +255,7 @@ impl<F: Flash> Fs<F> {
     fn best_victim(&self, urgent: bool) -> Option<u32> {
         let room = self.copy_room();
         let mut best: Option<(f64, u32)> = None;
-        for i in 0..self.st.blocks.len() as u32 {
+        for i in 0..self.st.block_count() {
             if let Some(score) = self.victim_score(i, urgent, room) {
                 if best.is_none_or(|(s, _)| score > s) {
                     best = Some((score, i));
@@ -289,11 +288,9 @@ impl<F: Flash> Fs<F> {
     fn is_kept(&self, b: u32) -> bool {
         self.gc.kept.iter().any(|&(k, live)| {
             k == b
-                && self
-                    .st
-                    .blocks
-                    .get(b as usize)
-                    .is_some_and(|e| e.state() == BlockState::Used && e.live >= live)
+                && b < self.st.block_count()
+                && self.st.block(b).state() == BlockState::Used
+                && self.st.block(b).live >= live
         })
     }
 
@@ -309,20 +306,19 @@ impl<F: Flash> Fs<F> {
 
     /// Chooses the next victim (scrub, wear leveling, then cost-benefit). False if none.
     fn pick_victim(&mut self, urgent: bool) -> bool {
-        while let Some(b) = self.st.m.scrub.first().copied() {
-            self.st.m.scrub.remove(0);
-            let e = self.st.blocks.get(b as usize).copied();
-            if let Some(e) = e {
+        while let Some(b) = self.st.take_scrub_candidate() {
+            if b < self.st.block_count() {
+                let e = self.st.block(b);
                 // A block still open as a log head is closed first (as if it had filled up), so
                 // that it can be moved and erased like any other.
                 if e.state() == BlockState::Head && e.kind() != LogKind::Journal {
-                    if let Some(h) = self.st.heads.iter().position(|h| h.block == b) {
+                    if let Some(h) = self.st.heads().holding(b) {
                         if self.st.close_head(h).is_err() {
                             continue;
                         }
                     }
                 }
-                let e = self.st.blocks[b as usize];
+                let e = self.st.block(b);
                 if e.state() == BlockState::Used && e.kind() != LogKind::Journal && !self.is_kept(b)
                 {
                     self.start_victim(b);
@@ -348,7 +344,7 @@ impl<F: Flash> Fs<F> {
 
     /// Runs collection until one block is finished. Returns whether anything was collected.
     pub(crate) fn collect(&mut self, urgent: bool) -> Result<bool> {
-        let bs = self.st.p.geometry.block_size();
+        let bs = self.st.p().geometry.block_size();
         let before = self.gc.blocks_collected;
         if urgent {
             self.reconsider_victim();
@@ -380,10 +376,10 @@ impl<F: Flash> Fs<F> {
         let Some(victim) = self.gc.victim else {
             return Ok(0);
         };
-        let p = self.st.p;
+        let p = self.st.p();
         let g = p.geometry;
         let bs = g.block_size();
-        if self.st.blocks[victim as usize].state() != BlockState::Used {
+        if self.st.block(victim).state() != BlockState::Used {
             self.gc.victim = None;
             return Ok(0);
         }
@@ -392,7 +388,7 @@ impl<F: Flash> Fs<F> {
             // Copies must leave what a checkpoint needs (it releases what was collected), and
             // a checkpoint writes what collection dirtied before the next checkpoint cannot.
             // (Metadata victims copy nothing now: the checkpoint rewrites their live nodes.)
-            let e = self.st.blocks[victim as usize];
+            let e = self.st.block(victim);
             let needs_room = e.live > 0 && self.copies_now(e.kind());
             if needs_room && !self.copy_room() {
                 if self.checkpoint_pays() && self.tx.is_none() && !self.replaying {
@@ -412,7 +408,7 @@ impl<F: Flash> Fs<F> {
                     break;
                 }
                 self.checkpoint_inner(false)?;
-                if self.st.blocks[victim as usize].state() != BlockState::Used {
+                if self.st.block(victim).state() != BlockState::Used {
                     break;
                 }
             }
@@ -458,8 +454,8 @@ impl<F: Flash> Fs<F> {
                 keep = true;
             } else {
                 self.checkpoint_inner(false)?;
-                keep = self.st.blocks[victim as usize].state() != BlockState::Used
-                    || self.st.blocks[victim as usize].live > 0;
+                keep = self.st.block(victim).state() != BlockState::Used
+                    || self.st.block(victim).live > 0;
             }
         }
         self.gc.victim = None;
@@ -468,8 +464,8 @@ impl<F: Flash> Fs<F> {
         self.gc.unreadable = false;
         self.gc.unknown = false;
         if keep {
-            if self.st.blocks[victim as usize].state() == BlockState::Used {
-                let live = self.st.blocks[victim as usize].live;
+            if self.st.block(victim).state() == BlockState::Used {
+                let live = self.st.block(victim).live;
                 if self.gc.kept.len() >= KEPT_MAX {
                     self.gc.kept.remove(0);
                 }
@@ -478,9 +474,10 @@ impl<F: Flash> Fs<F> {
             self.gc.blocks_kept += 1;
             return Ok(());
         }
-        let e = &mut self.st.blocks[victim as usize];
+        let mut e = self.st.block(victim);
         e.live = 0;
-        self.st.set_state(victim, BlockState::PendingErase);
+        e.set_state(BlockState::PendingErase);
+        self.st.set_block(victim, e);
         self.gc.blocks_collected += 1;
         Ok(())
     }
@@ -501,7 +498,7 @@ impl<F: Flash> Fs<F> {
 
     /// Collects one NAND page. Returns true when the rest of the block is unwritten.
     fn gc_nand_page(&mut self, victim: u32, page_in_block: u32) -> Result<bool> {
-        let p = self.st.p;
+        let p = self.st.p();
         let g = p.geometry;
         let page = victim * g.pages_per_block + page_in_block;
         let mut data = vec![0u8; g.page_size as usize];
@@ -622,7 +619,7 @@ impl<F: Flash> Fs<F> {
 
     /// Collects the next NOR node of the victim. Returns true at the end of its log.
     fn gc_nor_chunk(&mut self, victim: u32) -> Result<bool> {
-        let p = self.st.p;
+        let p = self.st.p();
         let bs = p.geometry.block_size();
         let pos = victim as u64 * bs as u64 + self.gc.pos as u64;
         let room = bs - self.gc.pos;
@@ -810,7 +807,7 @@ impl<F: Flash> Fs<F> {
 
     /// Whether (`ino`, block `b`) currently maps to `a` in its committed state or its overlay.
     fn data_refs(&mut self, ino: Ino, b: u32, a: Addr) -> Result<(bool, bool)> {
-        let stride = Index::<F>::stride(&self.st.p);
+        let stride = Index::<F>::stride(&self.st.p());
         let (ov_extents, spilled) = match self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
             Some(ov) => (ov.extents.get(b, stride) == Some(a), ov.spilled.clone()),
             None => (false, None),
@@ -862,7 +859,7 @@ impl<F: Flash> Fs<F> {
         overlay: bool,
         new: Addr,
     ) -> Result<()> {
-        let stride = Index::<F>::stride(&self.st.p);
+        let stride = Index::<F>::stride(&self.st.p());
         if overlay {
             if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
                 match ov.spilled.as_mut() {
@@ -902,7 +899,7 @@ impl<F: Flash> Fs<F> {
     /// Liveness and relocation of a compressed data node: a live one is copied as it is (no
     /// recompression) and the block pointer follows it.
     fn gc_dataz_node(&mut self, a: Addr, h: &node::NodeHeader, bytes: &[u8]) -> Result<()> {
-        let p = self.st.p;
+        let p = self.st.p();
         let z = match compress::parse_dataz(h.flags, &bytes[NODE_HEADER as usize..]) {
             Ok(z) => z,
             Err(_) => return Ok(()),
@@ -955,7 +952,7 @@ impl<F: Flash> Fs<F> {
         share: u32,
         live: &[(u32, bool, bool)],
     ) -> Result<()> {
-        let p = self.st.p;
+        let p = self.st.p();
         let bs = p.data_block as usize;
         let mut all = vec![0u8; z.raw_len as usize];
         if compress::decompress(z.algo, z.payload, &mut all).is_err() {
@@ -1032,7 +1029,7 @@ impl<F: Flash> Fs<F> {
     /// spans. Each live block is checked against its CRC before it is copied; a live block
     /// that fails it (however often it is read) is not copied, and keeps the victim.
     fn gc_data_node(&mut self, a: Addr, bytes: &[u8]) -> Result<u32> {
-        let p = self.st.p;
+        let p = self.st.p();
         let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
         let first = r.u32()?;
         let count = r.u32()?;

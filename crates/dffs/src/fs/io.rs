@@ -350,12 +350,12 @@ impl<F: Flash> Fs<F> {
         ov: &Overlay,
         committed: &FileNode,
     ) -> Result<()> {
-        let stride = Index::<F>::stride(&self.st.p);
+        let stride = Index::<F>::stride(&self.st.p());
         let addrs: Vec<Addr> = match &ov.spilled {
             None => ov.extents.iter_blocks(stride).map(|x| x.1).collect(),
             Some(sp) => {
                 let (blocks, nodes) = self.mapped(ino, sp)?;
-                let p = self.st.p;
+                let p = self.st.p();
                 for a in nodes {
                     self.st.kill(a, p.align(p.index_node));
                 }
@@ -402,7 +402,7 @@ impl<F: Flash> Fs<F> {
 
     /// Where block `b` of `ino` is, ignoring the data cache.
     fn block_src(&mut self, ino: Ino, node: &FileNode, b: u32) -> Result<Src> {
-        let p = self.st.p;
+        let p = self.st.p();
         let stride = Index::<F>::stride(&p);
         if let Some(ov) = self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
             if let Some(sp) = ov.spilled.clone() {
@@ -440,7 +440,7 @@ impl<F: Flash> Fs<F> {
         if a.is_packed() {
             return self.read_packed(a, ino, b, buf);
         }
-        let p = self.st.p;
+        let p = self.st.p();
         let g = p.geometry;
         match g.kind {
             FlashKind::Nand => {
@@ -493,7 +493,7 @@ impl<F: Flash> Fs<F> {
     /// that is unreadable, fails its CRC, belongs elsewhere or does not decompress to exactly
     /// one block is `Io`.
     fn read_packed(&mut self, a: Addr, ino: Ino, b: u32, buf: &mut [u8]) -> Result<()> {
-        let p = self.st.p;
+        let p = self.st.p();
         let max = DATAZ_HEADER + compress::MAX_RAW;
         let (h, bytes) = match self.st.read_node(a.node(), NodeType::DataZ, max) {
             Ok(x) => x,
@@ -522,7 +522,7 @@ impl<F: Flash> Fs<F> {
         if let Some(d) = self.dcache.get(ino, b) {
             return Ok(d.to_vec());
         }
-        let bs = self.st.p.data_block as usize;
+        let bs = self.st.p().data_block as usize;
         let mut buf = vec![0u8; bs];
         if let Src::At(a) = self.block_src(ino, node, b)? {
             self.read_data(a, ino, b, &mut buf)?;
@@ -566,7 +566,7 @@ impl<F: Flash> Fs<F> {
             }
             return Ok(n);
         }
-        let p = self.st.p;
+        let p = self.st.p();
         let bs = p.data_block as u64;
         let mut done = 0usize;
         while done < n {
@@ -591,7 +591,7 @@ impl<F: Flash> Fs<F> {
     /// Reads whole blocks from `b` into `dst` (a multiple of the block size or the tail),
     /// as many as are contiguous on flash; returns the bytes read.
     fn read_run(&mut self, ino: Ino, node: &FileNode, b: u32, dst: &mut [u8]) -> Result<usize> {
-        let p = self.st.p;
+        let p = self.st.p();
         let bs = p.data_block as usize;
         let first = match self.block_src(ino, node, b)? {
             Src::Hole => {
@@ -702,7 +702,7 @@ impl<F: Flash> Fs<F> {
         if data.is_empty() {
             return Ok(0);
         }
-        let p = self.st.p;
+        let p = self.st.p();
         let end = off.checked_add(data.len() as u64).ok_or(Error::TooBig)?;
         if end > p.max_file_size() {
             return Err(Error::TooBig);
@@ -788,7 +788,7 @@ impl<F: Flash> Fs<F> {
         if dirty.is_empty() {
             return Ok(());
         }
-        let p = self.st.p;
+        let p = self.st.p();
         let stride = Index::<F>::stride(&p);
         let bs = p.data_block as usize;
         let bytes = dirty.len() as u64 * (p.data_slot() as u64 + DATA_HEADER as u64);
@@ -937,7 +937,7 @@ impl<F: Flash> Fs<F> {
     /// Records blocks just written into a spilled overlay's own map (folding it when its
     /// pending list grows).
     fn record_spilled_writes(&mut self, ino: Ino, written: &[(u32, u32, Addr)]) -> Result<()> {
-        let p = self.st.p;
+        let p = self.st.p();
         let stride = Index::<F>::stride(&p);
         let mut sp = match self
             .inos
@@ -989,7 +989,7 @@ impl<F: Flash> Fs<F> {
     /// into new index nodes (none shared with the committed tree, so either can be dropped
     /// without touching the other).
     fn spill(&mut self, ino: Ino) -> Result<()> {
-        let p = self.st.p;
+        let p = self.st.p();
         let stride = Index::<F>::stride(&p);
         let committed = self.committed(ino)?;
         let (trunc_to, extents) = match self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
@@ -1061,7 +1061,7 @@ impl<F: Flash> Fs<F> {
         data: &[u8],
         prio: Priority,
     ) -> Result<Addr> {
-        let p = self.st.p;
+        let p = self.st.p();
         let (bs, slot) = (p.data_block as usize, p.data_slot() as usize);
         if data.len() != count as usize * bs {
             return Err(Error::Invalid);
@@ -1094,7 +1094,7 @@ impl<F: Flash> Fs<F> {
 
     /// Sets the size of `ino`; a file that is not open is committed right away.
     pub(crate) fn truncate_ino(&mut self, ino: Ino, size: u64) -> Result<()> {
-        let p = self.st.p;
+        let p = self.st.p();
         if size > p.max_file_size() {
             return Err(Error::TooBig);
         }
@@ -1117,7 +1117,7 @@ impl<F: Flash> Fs<F> {
     }
 
     fn truncate_open(&mut self, ino: Ino, size: u64) -> Result<()> {
-        let p = self.st.p;
+        let p = self.st.p();
         let bs = p.data_block as u64;
         let stride = Index::<F>::stride(&p);
         let now = self.now();
@@ -1287,9 +1287,9 @@ impl<F: Flash> Fs<F> {
         }
         let per = max_commit_extents(
             self.st
-                .p
+                .p()
                 .dir_page
-                .min(self.st.p.geometry.page_size.max(512)),
+                .min(self.st.p().geometry.page_size.max(512)),
         )
         .max(1);
         if ov.extents.len() <= per {
@@ -1310,7 +1310,7 @@ impl<F: Flash> Fs<F> {
         let mut recs = Vec::new();
         for (i, chunk) in all.chunks(per).enumerate() {
             let mut e = ExtentMap::new();
-            let stride = Index::<F>::stride(&self.st.p);
+            let stride = Index::<F>::stride(&self.st.p());
             for x in chunk {
                 e.insert(x.first, x.count, x.addr, stride);
             }
@@ -1363,7 +1363,7 @@ impl<F: Flash> Fs<F> {
             return Err(Error::Corrupt);
         };
         let ino = *ino;
-        let p = self.st.p;
+        let p = self.st.p();
         let stride = Index::<F>::stride(&p);
         let orphan = self
             .inos
@@ -1530,7 +1530,7 @@ impl<F: Flash> Fs<F> {
     /// Every (block, address) a content maps (pending changes and truncation applied) and
     /// every index node of its tree. Reads only.
     fn mapped(&mut self, ino: Ino, c: &Content) -> Result<Mapped> {
-        let stride = Index::<F>::stride(&self.st.p);
+        let stride = Index::<F>::stride(&self.st.p());
         let mut blocks = Vec::new();
         let mut nodes = Vec::new();
         if c.inline.is_some() {
@@ -1565,16 +1565,18 @@ impl<F: Flash> Fs<F> {
 
     /// During replay: counts `bytes` at `a` live and keeps its block from the allocator.
     fn claim_replayed(&mut self, a: Addr, bytes: u32) {
-        let p = self.st.p;
+        let p = self.st.p();
         if !p.addr_valid(a) {
             return;
         }
         self.st.add_live(a, bytes);
-        let blk = p.block_of(a) as usize;
-        let e = self.st.blocks[blk];
+        let blk = p.block_of(a);
+        let e = self.st.block(blk);
         if matches!(e.state(), BlockState::Free | BlockState::Erased) {
-            self.st.blocks[blk] =
-                BlockInfo::new(BlockState::Used, LogKind::DataHot, e.ec, e.live, e.age());
+            self.st.set_block(
+                blk,
+                BlockInfo::new(BlockState::Used, LogKind::DataHot, e.ec, e.live, e.age()),
+            );
         }
     }
 

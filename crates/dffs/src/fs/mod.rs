@@ -15,10 +15,11 @@ mod ns;
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
-use alloc::vec;
+
 use alloc::vec::Vec;
 
 use crate::checkpoint::{self, AnchorPos, Checkpoint, ANCHOR_AREA, CP_CLEAN};
+use crate::dir::name_key;
 use crate::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
 use crate::error::{Error, Result};
 use crate::file::{FileNode, Index, IndexCache};
@@ -26,9 +27,9 @@ use crate::format::attrs::{Attrs, Ino, Time, ROOT_INO, S_IFDIR};
 use crate::format::codec::Reader;
 use crate::format::node::{self, NodeBuilder, NodeType, OobTag, Probe};
 use crate::format::params::{Addr, FormatOptions, LogKind, Params, MAX_HEADS, NODE_HEADER};
-use crate::journal::{name_key, Record, Tid};
+use crate::journal::{JournalScan, JournalWriter, Record, ScanStart, Tid};
 use crate::map::{InodeMap, MapEntry};
-use crate::medium::OpCounts;
+use crate::store::OpCounts;
 use crate::store::{BlockInfo, BlockState, Priority, Store};
 use dffs_flash::{Flash, FlashKind};
 
@@ -37,7 +38,7 @@ pub use config::SystemClock;
 pub use config::{Clock, Config, NoClock};
 pub use fsck::FsckReport;
 pub use gc::GcReport;
-pub use io::{Fh, OpenFlags, Overlay};
+pub use io::OpenFlags;
 /// Handle types (re-exported at the crate root).
 pub mod io_types {
     pub use super::io::Fh;
@@ -129,7 +130,7 @@ pub struct Fs<F: Flash> {
     pub(crate) cfg: Config,
     pub(crate) clock: Box<dyn Clock>,
     pub(crate) anchor: AnchorPos,
-    pub(crate) journal_bytes: u64,
+    pub(crate) journal: JournalWriter,
     pub(crate) next_tid: Tid,
     pub(crate) tx: Option<Tid>,
     pub(crate) need_recovery_cp: bool,
@@ -160,20 +161,21 @@ impl<F: Flash> Fs<F> {
         let mut st = Store::new(flash, p);
         // Bad blocks as the device marks them.
         for b in 0..g.blocks {
-            if st.m.flash.is_bad(b).map_err(Error::from)? {
-                st.blocks[b as usize] = BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0, 0, 0);
+            if st.device_says_bad(b)? {
+                st.set_block(
+                    b,
+                    BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0, 0, 0),
+                );
             }
         }
         // Erase the anchor area so no older file system's checkpoint can be mistaken for ours,
         // and pick the first two good blocks as anchors.
         let mut anchors = Vec::new();
         for b in 0..ANCHOR_AREA.min(g.blocks) {
-            if st.blocks[b as usize].state() == BlockState::Bad {
+            if st.block(b).state() == BlockState::Bad {
                 continue;
             }
-            let pb = st.phys(b);
-            st.blocks[b as usize].ec += 1;
-            match st.m.erase(pb) {
+            match st.erase_raw(b) {
                 Ok(()) => {
                     if anchors.len() < 2 {
                         anchors.push(b);
@@ -190,7 +192,7 @@ impl<F: Flash> Fs<F> {
             return Err(Error::Io);
         }
         p.anchors = [anchors[0], anchors[1]];
-        st.p = p;
+        st.set_params(p);
         let root_attrs = Attrs {
             mode: ROOT_MODE,
             ..Attrs::default()
@@ -202,18 +204,18 @@ impl<F: Flash> Fs<F> {
         fs.map
             .set(&mut fs.st, ROOT_INO, MapEntry::Dir(Addr::NONE))?;
         fs.ndirs = 1;
-        fs.st.reserve_journal_next()?;
+        fs.journal.reserve_next(&mut fs.st, Priority::Reserve)?;
         fs.anchor = AnchorPos {
             anchor: 1,
             slot: 0,
             may_append: false,
         };
         fs.checkpoint_inner(true)?;
-        Ok(fs.st.m.flash)
+        Ok(fs.st.into_flash())
     }
 
     fn assemble(st: Store<F>, cfg: Config, clock: Box<dyn Clock>) -> Fs<F> {
-        let p = st.p;
+        let p = st.p();
         let mut handles = Vec::new();
         handles.resize_with(cfg.max_open, || None);
         Fs {
@@ -231,7 +233,7 @@ impl<F: Flash> Fs<F> {
                 slot: 0,
                 may_append: false,
             },
-            journal_bytes: 0,
+            journal: JournalWriter::default(),
             next_tid: 1,
             tx: None,
             need_recovery_cp: false,
@@ -268,13 +270,13 @@ impl<F: Flash> Fs<F> {
         };
         let st = Store::new(flash, p);
         let mut fs = Fs::assemble(st, cfg, clock);
-        let before = fs.st.m.counts;
+        let before = fs.st.counts();
         match fs.load() {
             Ok(()) => {
-                fs.mount_cost = fs.st.m.counts.since(&before);
+                fs.mount_cost = fs.st.counts().since(&before);
                 Ok(fs)
             }
-            Err(e) => Err((e, fs.st.m.flash)),
+            Err(e) => Err((e, fs.st.into_flash())),
         }
     }
 
@@ -286,12 +288,11 @@ impl<F: Flash> Fs<F> {
         self.gc.pos = 0;
         let (cp, pos) = checkpoint::find_newest(&mut self.st)?;
         let p = cp.params;
-        self.st.p = p;
-        self.st.seq = cp.next_seq;
-        self.st.cp_number = cp.cp_number + 1;
-        self.st.journal_next = cp.journal_next;
-        self.st.journal_last = cp.journal_block;
-        self.st.read_only = self.cfg.read_only;
+        self.st.set_params(p);
+        self.st.set_seq(cp.next_seq);
+        self.st.set_cp_number(cp.cp_number + 1);
+        self.journal.resume(cp.journal_block, cp.journal_next);
+        self.st.set_read_only(self.cfg.read_only);
         self.next_tid = cp.next_tid.max(1);
         self.nfiles = cp.files;
         self.ndirs = cp.dirs;
@@ -358,7 +359,7 @@ impl<F: Flash> Fs<F> {
                 *b = BlockInfo::new(BlockState::Bad, LogKind::DataHot, b.ec, 0, b.age());
             }
         }
-        self.st.blocks = blocks;
+        self.st.load_table(blocks);
         self.bt_pages = cp.bt_pages.clone();
         // Heads as the checkpoint left them; any other block still marked as a head was closed
         // after the table was written.
@@ -369,13 +370,14 @@ impl<F: Flash> Fs<F> {
             if b != u32::MAX
                 && h < p.head_count()
                 && !taken
-                && self.st.blocks[b as usize].state() == BlockState::Head
+                && self.st.block(b).state() == BlockState::Head
             {
-                self.st.heads[h] = crate::store::Head::resumed(b, off, p.geometry.page_size);
+                self.st
+                    .set_head(h, crate::store::Head::resumed(b, off, p.geometry.page_size));
             }
         }
         for b in 0..nblocks {
-            if self.st.blocks[b as usize].state() == BlockState::Head
+            if self.st.block(b).state() == BlockState::Head
                 && !cp.heads.iter().any(|&(hb, _)| hb == b)
             {
                 self.st.set_state(b, BlockState::Used);
@@ -391,13 +393,13 @@ impl<F: Flash> Fs<F> {
             // into it without a link replay could follow). Both are erased before any use.
             for b in 0..nblocks {
                 if matches!(
-                    self.st.blocks[b as usize].state(),
+                    self.st.block(b).state(),
                     BlockState::Erased | BlockState::Reserved
                 ) {
                     self.st.set_state(b, BlockState::Free);
                 }
             }
-            self.st.journal_next = u32::MAX;
+            self.journal.drop_reservation();
             self.recovered = true;
             self.anchor.may_append = false;
             // Heads continue after whatever was written since the checkpoint (the journal
@@ -405,12 +407,11 @@ impl<F: Flash> Fs<F> {
             let jh = p.head_of(LogKind::Journal);
             for h in 0..p.head_count() {
                 if h == jh {
-                    let b = self.st.heads[h].block;
-                    if b != u32::MAX && self.st.blocks[b as usize].state() == BlockState::Head {
+                    let b = self.st.head_at(h).block();
+                    if b != u32::MAX && self.st.block(b).state() == BlockState::Head {
                         self.st.set_state(b, BlockState::Used);
                     }
-                    self.st.heads[h].block = u32::MAX;
-                    self.st.heads[h].off = 0;
+                    self.st.set_head(h, crate::store::Head::empty());
                 } else if !self.cfg.read_only {
                     self.st.recover_head(h)?;
                 }
@@ -419,18 +420,23 @@ impl<F: Flash> Fs<F> {
         } else {
             // Continue the heads at the next page boundary; the session's first program is
             // preceded by a session record.
-            self.st.session_needed = !self.cfg.read_only;
+            self.journal
+                .expect_session(&mut self.st, !self.cfg.read_only);
             let ps = p.geometry.page_size;
             for h in 0..p.head_count() {
-                let hd = &mut self.st.heads[h];
-                if hd.block != u32::MAX && p.geometry.kind == FlashKind::Nand {
-                    hd.off = hd.off.div_ceil(ps) * ps;
+                let (b, off) = (self.st.head_at(h).block(), self.st.head_at(h).off());
+                if b == u32::MAX {
+                    continue;
                 }
-                if hd.block != u32::MAX && hd.off >= p.geometry.block_size() {
-                    let b = hd.block;
-                    hd.block = u32::MAX;
-                    hd.off = 0;
+                let off = match p.geometry.kind {
+                    FlashKind::Nand => off.div_ceil(ps) * ps,
+                    FlashKind::Nor => off,
+                };
+                if off >= p.geometry.block_size() {
+                    self.st.set_head(h, crate::store::Head::empty());
                     self.st.set_state(b, BlockState::Used);
+                } else {
+                    self.st.set_head(h, crate::store::Head::resumed(b, off, ps));
                 }
             }
         }
@@ -456,19 +462,30 @@ impl<F: Flash> Fs<F> {
     /// Scans the journal from the checkpoint's start and applies committed records.
     /// Returns whether there was anything after the checkpoint.
     fn replay(&mut self, cp: &Checkpoint) -> Result<bool> {
-        // Pass 1: which transactions committed, where the journal ends.
+        let start = ScanStart {
+            block: cp.journal_block,
+            off: cp.journal_off,
+            next: cp.journal_next,
+            next_seq: cp.next_seq,
+            clean: cp.flags & CP_CLEAN != 0,
+        };
+        // Pass 1: which transactions committed, where the journal ends. Bad-block swaps apply
+        // as they are read: later records may address the swapped blocks.
         let mut committed: Vec<Tid> = Vec::new();
         let mut any = false;
         let mut max_tid = 0;
-        let last = self.scan_journal(cp, &mut |_fs, rec| {
+        let mut scan = JournalScan::new(&mut self.st, start)?;
+        while let Some(rec) = scan.next(&mut self.st)? {
             any = true;
-            match rec {
+            match &rec {
                 Record::TxCommit { tid } => committed.push(*tid),
+                Record::Remap { .. } => self.apply(&rec)?,
                 r => max_tid = max_tid.max(r.tid()),
             }
-            Ok(())
-        })?;
-        self.st.seq = self.st.seq.max(last + 1);
+        }
+        self.journal_garbage = scan.ended_on_garbage();
+        let last = scan.last_seq();
+        self.st.set_seq(self.st.seq().max(last + 1));
         if !any {
             return Ok(self.journal_garbage);
         }
@@ -476,250 +493,33 @@ impl<F: Flash> Fs<F> {
         committed.sort_unstable();
         // Pass 2: apply.
         self.replaying = true;
-        self.st.replaying = true;
-        let res = self.scan_journal(cp, &mut |fs, rec| {
-            let tid = rec.tid();
-            if tid != 0 && committed.binary_search(&tid).is_err() {
-                return Ok(());
-            }
-            fs.apply(rec)
-        });
+        self.st.set_replaying(true);
+        let res = self.replay_committed(start, &committed);
         self.replaying = false;
-        self.st.replaying = false;
+        self.st.set_replaying(false);
         res?;
         Ok(true)
     }
 
-    /// Walks the journal chain from the checkpoint, calling `f` for each valid record, in
-    /// order, until the first invalid or missing record.
-    fn scan_journal(
-        &mut self,
-        cp: &Checkpoint,
-        f: &mut dyn FnMut(&mut Fs<F>, &Record) -> Result<()>,
-    ) -> Result<u64> {
-        let p = self.st.p;
-        let g = p.geometry;
-        let bs = g.block_size();
-        let unit = p.unit();
-        let mut block = cp.journal_block;
-        let mut pos = cp.journal_off;
-        let mut next = cp.journal_next;
-        let mut last_seq = cp.next_seq.saturating_sub(1);
-        let mut chain_len = 0u32;
-        let mut rd = JournalReader::new(g.page_size);
-        self.journal_garbage = false;
-        if cp.flags & CP_CLEAN != 0 {
-            // After a clean checkpoint the next session's marker is one page later, and the
-            // page at the recorded position stays unused: anything there is a cut program.
-            let ps = g.page_size;
-            let skip = ((pos.div_ceil(ps) + 1) * ps).min(bs);
-            if !self.erased_between(block, pos, skip)? {
-                self.journal_garbage = true;
+    /// Applies every record of the journal whose transaction committed (`tid` 0 or listed).
+    fn replay_committed(&mut self, start: ScanStart, committed: &[Tid]) -> Result<()> {
+        let mut scan = JournalScan::new(&mut self.st, start)?;
+        while let Some(rec) = scan.next(&mut self.st)? {
+            let tid = rec.tid();
+            if tid != 0 && committed.binary_search(&tid).is_err() {
+                continue;
             }
-            pos = skip;
+            self.apply(&rec)?;
         }
-        loop {
-            let mut first_in_block = pos == 0;
-            // Records of this block.
-            loop {
-                if pos + 2 > bs {
-                    break;
-                }
-                let room = match g.kind {
-                    FlashKind::Nand => g.page_size - pos % g.page_size,
-                    FlashKind::Nor => bs - pos,
-                };
-                let base = block as u64 * bs as u64 + pos as u64;
-                let head = match rd.read(&mut self.st, base, room.min(NODE_HEADER)) {
-                    Ok(h) => h,
-                    Err(Error::Io) | Err(Error::Corrupt) => {
-                        self.journal_garbage = true;
-                        return Ok(last_seq);
-                    }
-                    Err(e) => return Err(e),
-                };
-                match node::probe(head, room) {
-                    Probe::Erased => {
-                        // Erased means the whole rest of the program unit is: a cut program
-                        // may leave its first bytes erased and later ones programmed.
-                        let unit_end = ((pos / g.page_size + 1) * g.page_size).min(bs);
-                        let check_end = match g.kind {
-                            FlashKind::Nand => unit_end,
-                            FlashKind::Nor => (unit_end + g.page_size).min(bs),
-                        };
-                        if !self.erased_between(block, pos, check_end)? {
-                            self.journal_garbage = true;
-                            return Ok(last_seq);
-                        }
-                        if g.kind == FlashKind::Nand && pos % g.page_size != 0 {
-                            pos += room;
-                            continue;
-                        }
-                        // On paired-page NAND the journal leaves upper pages of durable lower
-                        // pages unprogrammed and goes on after them.
-                        if g.kind == FlashKind::Nand
-                            && g.pairing.lower_of(pos / g.page_size).is_some()
-                            && pos + g.page_size < bs
-                        {
-                            pos += g.page_size;
-                            continue;
-                        }
-                        break;
-                    }
-                    Probe::Padding => {
-                        pos += unit;
-                        continue;
-                    }
-                    Probe::Garbage => {
-                        self.journal_garbage = true;
-                        return Ok(last_seq);
-                    }
-                    Probe::Header(h) => {
-                        let bytes = match rd.read(&mut self.st, base, h.len) {
-                            Ok(b) => b,
-                            Err(Error::Io) | Err(Error::Corrupt) => {
-                                self.journal_garbage = true;
-                                return Ok(last_seq);
-                            }
-                            Err(e) => return Err(e),
-                        };
-                        let Ok(body) = node::verify(bytes, &h) else {
-                            self.journal_garbage = true;
-                            return Ok(last_seq);
-                        };
-                        if !h.typ.is_journal() || h.seq <= last_seq {
-                            self.journal_garbage = true;
-                            return Ok(last_seq);
-                        }
-                        let Ok(rec) = Record::decode(&h, body) else {
-                            self.journal_garbage = true;
-                            return Ok(last_seq);
-                        };
-                        last_seq = h.seq;
-                        pos += p.align(h.len);
-                        match rec {
-                            Record::Link { next: n, .. } => {
-                                if first_in_block {
-                                    next = n;
-                                }
-                            }
-                            Record::Remap { logical, physical } => {
-                                self.apply_remap(logical, physical)
-                            }
-                            rec => f(self, &rec)?,
-                        }
-                        first_in_block = false;
-                    }
-                }
-            }
-            // Continue in the next block if it starts with a link back to this one.
-            if next >= g.blocks || chain_len > g.blocks {
-                return Ok(last_seq);
-            }
-            let base = next as u64 * bs as u64;
-            let head = match rd.read(&mut self.st, base, NODE_HEADER) {
-                Ok(h) => h,
-                Err(Error::Io) | Err(Error::Corrupt) => return Ok(last_seq),
-                Err(e) => return Err(e),
-            };
-            let h = match node::probe(head, bs) {
-                Probe::Header(h) => h,
-                Probe::Erased => return Ok(last_seq),
-                _ => {
-                    // A half-written link: the journal was moving into this block.
-                    self.journal_garbage = true;
-                    return Ok(last_seq);
-                }
-            };
-            if h.typ != NodeType::JLink || h.seq <= last_seq {
-                return Ok(last_seq);
-            }
-            let bytes = match rd.read(&mut self.st, base, h.len) {
-                Ok(b) => b,
-                Err(Error::Io) | Err(Error::Corrupt) => return Ok(last_seq),
-                Err(e) => return Err(e),
-            };
-            let Ok(body) = node::verify(bytes, &h) else {
-                self.journal_garbage = true;
-                return Ok(last_seq);
-            };
-            match Record::decode(&h, body) {
-                Ok(Record::Link { prev, next: n }) if prev == block => {
-                    // The chain block holds records the state depends on: keep it from the
-                    // allocator until the next checkpoint.
-                    let e = self.st.blocks[next as usize];
-                    self.st.blocks[next as usize] =
-                        BlockInfo::new(BlockState::Used, LogKind::Journal, e.ec, 0, e.age());
-                    block = next;
-                    next = n;
-                    pos = p.align(h.len);
-                    last_seq = h.seq;
-                    chain_len += 1;
-                }
-                _ => return Ok(last_seq),
-            }
-        }
-    }
-
-    /// Whether bytes `[from, to)` of logical block `block` all read as erased.
-    fn erased_between(&mut self, block: u32, from: u32, to: u32) -> Result<bool> {
-        let bs = self.st.p.geometry.block_size() as u64;
-        let mut buf = vec![0u8; 1024];
-        let mut at = from;
-        while at < to {
-            let n = ((to - at) as usize).min(buf.len());
-            match self.st.read(block as u64 * bs + at as u64, &mut buf[..n]) {
-                Ok(()) => {
-                    if let Some(i) = buf[..n].iter().position(|&b| b != 0xFF) {
-                        let _ = i;
-                        return Ok(false);
-                    }
-                }
-                Err(Error::Io) | Err(Error::Corrupt) => return Ok(false),
-                Err(e) => return Err(e),
-            }
-            at += n as u32;
-        }
-        Ok(true)
-    }
-
-    /// Applies a bad-block swap found in the journal.
-    fn apply_remap(&mut self, logical: u32, physical: u32) {
-        let blocks = self.st.p.geometry.blocks;
-        if logical >= blocks
-            || physical >= blocks
-            || self
-                .st
-                .remaps
-                .iter()
-                .any(|r| r.logical == logical && r.physical == physical)
-        {
-            return;
-        }
-        self.st.remaps.retain(|r| {
-            r.logical != logical
-                && r.physical != logical
-                && r.logical != physical
-                && r.physical != physical
-        });
-        if logical != physical {
-            self.st
-                .remaps
-                .push(crate::store::Remap { logical, physical });
-        }
-        let e = self.st.blocks[physical as usize];
-        self.st.blocks[physical as usize] =
-            BlockInfo::new(BlockState::Bad, LogKind::DataHot, e.ec, 0, 0);
+        Ok(())
     }
 
     /// Appends a record to the journal (after a recovery checkpoint if one is due).
     pub(crate) fn journal(&mut self, rec: &Record) -> Result<()> {
         self.writable()?;
-        self.write_remaps()?;
-        let nb = rec.encode();
-        let len = nb.w.len() as u64;
-        match self.st.write_node(LogKind::Journal, nb, Priority::Log) {
-            Ok(_) => {}
+        self.journal.record_remaps(&mut self.st, Priority::Log)?;
+        match self.journal.append_record(&mut self.st, rec, Priority::Log) {
+            Ok(_) => Ok(()),
             // Out of journal room: a checkpoint starts the journal afresh and gives back the
             // blocks collected so far. Only between operations of their own (a record of a
             // transaction or of a split commit must not see a checkpoint before its end).
@@ -730,33 +530,18 @@ impl<F: Flash> Fs<F> {
                     && self.releasable_blocks() > 0 =>
             {
                 self.checkpoint_inner(false)?;
-                self.st
-                    .write_node(LogKind::Journal, rec.encode(), Priority::Log)?;
+                self.journal
+                    .append_record(&mut self.st, rec, Priority::Log)
+                    .map(|_| ())
             }
-            Err(e) => return Err(e),
+            Err(e) => Err(e),
         }
-        self.journal_bytes += len;
-        Ok(())
-    }
-
-    /// Journals bad-block swaps the store made.
-    fn write_remaps(&mut self) -> Result<()> {
-        while let Some(r) = self.st.unjournaled_remaps.pop() {
-            let nb = Record::Remap {
-                logical: r.logical,
-                physical: r.physical,
-            }
-            .encode();
-            self.st.write_node(LogKind::Journal, nb, Priority::Log)?;
-            self.st.flush(LogKind::Journal)?;
-        }
-        Ok(())
     }
 
     /// Makes the journal durable.
     pub(crate) fn journal_flush(&mut self) -> Result<()> {
-        self.write_remaps()?;
-        self.st.flush(LogKind::Journal)
+        self.journal.record_remaps(&mut self.st, Priority::Log)?;
+        self.journal.flush(&mut self.st)
     }
 
     /// Fails when the file system cannot be modified now.
@@ -771,13 +556,15 @@ impl<F: Flash> Fs<F> {
             self.need_recovery_cp = false;
             // A fresh start: new journal block, new heads, new anchor block. The old reserved
             // journal block goes back to the pool (erased before any reuse).
-            let old = self.st.journal_next;
-            if old != u32::MAX && self.st.blocks[old as usize].state() == BlockState::Reserved {
-                let e = self.st.blocks[old as usize];
-                self.st.blocks[old as usize] =
-                    BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age());
+            let old = self.journal.next();
+            if old != u32::MAX && self.st.block(old).state() == BlockState::Reserved {
+                let e = self.st.block(old);
+                self.st.set_block(
+                    old,
+                    BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age()),
+                );
             }
-            self.st.journal_next = u32::MAX;
+            self.journal.drop_reservation();
             self.checkpoint_inner(false)?;
         }
         Ok(())
@@ -850,7 +637,7 @@ impl<F: Flash> Fs<F> {
     fn write_checkpoint(&mut self, clean: bool) -> Result<()> {
         // A checkpoint is a program of this session: the session marker goes first, before
         // the journal position is recorded.
-        self.st.mark_session()?;
+        self.st.program_first()?;
         #[cfg(debug_assertions)]
         if let Err(e) = self.debug_check_blocks() {
             panic!("at checkpoint start: {e}");
@@ -890,25 +677,21 @@ impl<F: Flash> Fs<F> {
         // 4. Journal position: replay of the next session starts where the journal head is.
         // The journal head must keep room for two more pages, so that flushing cannot close
         // it before its position is recorded (and the next session's marker fits after it).
-        let jh = self.st.p.head_of(LogKind::Journal);
-        let g = self.st.p.geometry;
+        let g = self.st.p().geometry;
         // (On paired-page NAND the marker may also have to skip an upper page: four pages.)
         let room_pages = if g.pairing == dffs_flash::PagePairing::None {
             2
         } else {
             4
         };
-        let low_room = self.st.heads[jh].is_open()
-            && self.st.heads[jh].off + room_pages * g.page_size > g.block_size();
-        if !self.st.heads[jh].is_open() || self.st.journal_next == u32::MAX || low_room {
-            if self.st.heads[jh].is_open() {
-                self.st.close_head(jh)?;
-            }
-            self.open_journal()?;
+        let jhead = self.st.head(LogKind::Journal);
+        let low_room = jhead.is_open() && jhead.off() + room_pages * g.page_size > g.block_size();
+        if !jhead.is_open() || self.journal.next() == u32::MAX || low_room {
+            self.journal.restart(&mut self.st)?;
         }
         // 5. Block table (provisional data of uncommitted overlays does not count as live in
         //    the durable table: after a power cut it is garbage).
-        let p = self.st.p;
+        let p = self.st.p();
         // The block-table pages must not allocate a block after the table is copied.
         let bt_count = p.geometry.blocks.div_ceil(p.bt_entries());
         self.st
@@ -917,7 +700,7 @@ impl<F: Flash> Fs<F> {
         if let Err(e) = self.debug_check_blocks() {
             panic!("before serializing the block table: {e}");
         }
-        let mut table: Vec<BlockInfo> = self.st.blocks.clone();
+        let mut table: Vec<BlockInfo> = self.st.table_snapshot();
         self.subtract_provisional(&mut table);
         // Blocks emptied by GC stay pending in the durable table: a power cut before this
         // checkpoint completes still needs them. Once written, they become free.
@@ -945,19 +728,20 @@ impl<F: Flash> Fs<F> {
         let _ = old_pages;
         // 6. Everything referenced must be on flash.
         self.st.flush_all()?;
-        let jh = self.st.p.head_of(LogKind::Journal);
-        let (jb, joff) = (self.st.heads[jh].block, self.st.heads[jh].off);
+        let jhead = self.st.head(LogKind::Journal);
+        let (jb, joff) = (jhead.block(), jhead.off());
         let mut heads = [(u32::MAX, 0u32); MAX_HEADS];
         for (h, slot) in heads.iter_mut().enumerate().take(p.head_count()) {
-            if self.st.heads[h].is_open() {
-                *slot = (self.st.heads[h].block, self.st.heads[h].off);
+            let hd = self.st.head_at(h);
+            if hd.is_open() {
+                *slot = (hd.block(), hd.off());
             }
         }
         let cp = Checkpoint {
             params: p,
             flags: if clean { CP_CLEAN } else { 0 },
-            cp_number: self.st.cp_number,
-            next_seq: self.st.seq + 1,
+            cp_number: self.st.cp_number(),
+            next_seq: self.st.seq() + 1,
             next_tid: self.next_tid,
             map_root: self.map.root,
             map_depth: self.map.depth,
@@ -968,46 +752,37 @@ impl<F: Flash> Fs<F> {
             bt_pages: self.bt_pages.clone(),
             journal_block: jb,
             journal_off: joff,
-            journal_next: self.st.journal_next,
+            journal_next: self.journal.next(),
             heads,
-            remaps: self.st.remaps.clone(),
+            remaps: self.st.remaps().to_vec(),
             orphans,
         };
         self.anchor = checkpoint::write(&mut self.st, &cp, Some(self.anchor))?;
         // Everything programmed so far is what this checkpoint needs after a power cut.
         self.st.barrier();
-        self.st.cp_number += 1;
+        self.st.set_cp_number(self.st.cp_number() + 1);
         self.checkpoints += 1;
         // 7. What the previous checkpoint needed is free now.
         for b in 0..nblocks {
-            let e = self.st.blocks[b as usize];
+            let e = self.st.block(b);
             let state = e.state();
             let dead_journal = state == BlockState::Used && e.kind() == LogKind::Journal;
             if state == BlockState::PendingErase || dead_journal {
-                self.st.blocks[b as usize] =
-                    BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age());
+                self.st.set_block(
+                    b,
+                    BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age()),
+                );
                 self.icache.forget_block(&p, b);
             }
         }
-        self.st.unjournaled_remaps.clear();
-        self.journal_bytes = 0;
+        self.st.clear_new_remaps();
         // After a checkpoint that is not clean the next mount recovers the heads anyway.
-        self.st.session_needed = clean;
-        Ok(())
-    }
-
-    /// Opens the journal head (first block after format or after a recovery).
-    fn open_journal(&mut self) -> Result<()> {
-        self.st.reserve_journal_next()?;
-        // Writing a Session record opens a journal block (which starts with its link).
-        let nb = Record::Session.encode();
-        self.st
-            .write_node(LogKind::Journal, nb, Priority::Reserve)?;
+        self.journal.checkpointed(&mut self.st, clean);
         Ok(())
     }
 
     fn subtract_provisional(&mut self, table: &mut [BlockInfo]) {
-        let p = self.st.p;
+        let p = self.st.p();
         let stride = Index::<F>::stride(&p);
         let mut provisional: Vec<Addr> = Vec::new();
         for oi in self.inos.values() {
@@ -1053,37 +828,39 @@ impl<F: Flash> Fs<F> {
                 }
                 fs.sync()?;
                 // Nothing was programmed since a clean mount: its checkpoint still holds.
-                if fs.st.session_needed && fs.inos.values().all(|o| o.overlay.is_none()) {
+                if fs.journal.session_needed(&fs.st)
+                    && fs.inos.values().all(|o| o.overlay.is_none())
+                {
                     return Ok(());
                 }
                 fs.writable()?;
                 fs.checkpoint_inner(true)
             });
             if let Err(e) = r {
-                return Err((e, self.st.m.flash));
+                return Err((e, self.st.into_flash()));
             }
         }
-        Ok(self.st.m.flash)
+        Ok(self.st.into_flash())
     }
 
     /// Gives the device back without writing anything (as if power were cut).
     pub fn into_flash(self) -> F {
-        self.st.m.flash
+        self.st.into_flash()
     }
 
     /// The device (for inspection: counters, simulated time).
     pub fn flash(&self) -> &F {
-        &self.st.m.flash
+        self.st.flash()
     }
 
     /// The device, mutably.
     pub fn flash_mut(&mut self) -> &mut F {
-        &mut self.st.m.flash
+        self.st.flash_mut()
     }
 
     /// Device operations issued since mount started.
     pub fn op_counts(&self) -> OpCounts {
-        self.st.m.counts
+        self.st.counts()
     }
 
     /// Work done since mount: checkpoints, garbage collection, device operations.
@@ -1100,14 +877,14 @@ impl<F: Flash> Fs<F> {
 
     /// Format parameters.
     pub fn params(&self) -> Params {
-        self.st.p
+        self.st.p()
     }
 
     // ----- inodes -----------------------------------------------------------------------
 
     /// Reads and decodes the inode node at `a`, checking it belongs to `ino`.
     pub(crate) fn read_inode(&mut self, a: Addr, ino: Ino) -> Result<FileNode> {
-        let p = self.st.p;
+        let p = self.st.p();
         let (h, bytes) = self.st.read_node(a, NodeType::Inode, p.dir_page)?;
         if ino != 0 && h.ino != ino {
             return Err(Error::Corrupt);
@@ -1287,7 +1064,7 @@ impl<F: Flash> Fs<F> {
             ix.fold(&mut node.content)?;
         }
         let nb = node.encode()?;
-        let len = self.st.p.align(nb.w.len() as u32);
+        let len = self.st.p().align(nb.w.len() as u32);
         let a = self.st.write_node(LogKind::Inode, nb, Priority::Reserve)?;
         if node.node_addr.is_some() {
             self.st.kill(node.node_addr, node.node_len);
@@ -1336,7 +1113,7 @@ impl<F: Flash> Fs<F> {
             ix.fold(&mut node.content)?;
         }
         let nb = node.encode()?;
-        let len = self.st.p.align(nb.w.len() as u32);
+        let len = self.st.p().align(nb.w.len() as u32);
         let a = self.st.write_node(LogKind::Inode, nb, Priority::Reserve)?;
         if node.node_addr.is_some() {
             self.st.kill(node.node_addr, node.node_len);
@@ -1351,7 +1128,7 @@ impl<F: Flash> Fs<F> {
 
     /// Counts every block and node of a file dead (unlink, truncate of orphans).
     pub(crate) fn free_file_space(&mut self, node: &FileNode) -> Result<()> {
-        let p = self.st.p;
+        let p = self.st.p();
         let stride = Index::<F>::stride(&p);
         let mut dead_data: Vec<Addr> = node
             .content
@@ -1400,7 +1177,7 @@ impl<F: Flash> Fs<F> {
 
     /// The aligned length of the compressed data node at `at` (for fsck).
     pub(crate) fn dataz_len(&mut self, at: Addr) -> Option<u32> {
-        let p = self.st.p;
+        let p = self.st.p();
         let mut h = [0u8; NODE_HEADER as usize];
         self.st.read(p.byte_of(at), &mut h).ok()?;
         let max = crate::format::compress::DATAZ_HEADER + crate::format::compress::MAX_RAW;
@@ -1415,7 +1192,7 @@ impl<F: Flash> Fs<F> {
     /// compressed data node (see [`crate::format::compress::share`]), read from the node header (`None` when it cannot be read:
     /// the block then stays counted live until garbage collection recounts it).
     pub(crate) fn data_extent(&mut self, a: Addr) -> Option<(Addr, u32)> {
-        let p = self.st.p;
+        let p = self.st.p();
         if a.is_none() {
             return None;
         }
@@ -1492,19 +1269,22 @@ impl<F: Flash> Fs<F> {
     /// One block's table entry (for diagnostics; the format is not stable).
     #[doc(hidden)]
     pub fn debug_block(&self, b: u32) -> alloc::string::String {
-        match self.st.blocks.get(b as usize) {
+        match (b < self.st.block_count()).then(|| self.st.block(b)) {
             Some(e) => {
                 alloc::format!(
-                "block {b}: {:?}/{:?} live {} ec {} age {}; heads {:?}; journal_next {} last {}",
-                e.state(),
-                e.kind(),
-                e.live,
-                e.ec,
-                e.age(),
-                self.st.heads.iter().map(|h| (h.block, h.off)).collect::<Vec<_>>(),
-                self.st.journal_next,
-                self.st.journal_last
-            )
+                    "block {b}: {:?}/{:?} live {} ec {} age {}; heads {:?}; journal_next {}",
+                    e.state(),
+                    e.kind(),
+                    e.live,
+                    e.ec,
+                    e.age(),
+                    self.st
+                        .heads()
+                        .iter()
+                        .map(|h| (h.block(), h.off()))
+                        .collect::<Vec<_>>(),
+                    self.journal.next()
+                )
             }
             None => alloc::format!("block {b}: out of range"),
         }
@@ -1515,7 +1295,7 @@ impl<F: Flash> Fs<F> {
     pub fn debug_block_summary(&self) -> alloc::string::String {
         use core::fmt::Write;
         let mut counts = BTreeMap::new();
-        for e in &self.st.blocks {
+        for (_, e) in self.st.blocks() {
             let k = alloc::format!("{:?}/{:?}", e.state(), e.kind());
             let v = counts.entry(k).or_insert((0u32, 0u64));
             v.0 += 1;
@@ -1538,10 +1318,10 @@ impl<F: Flash> Fs<F> {
     /// Space figures.
     pub fn statfs(&mut self) -> Result<StatFs> {
         let (usable, free) = self.space();
-        let bs = self.st.p.data_block as u64;
+        let bs = self.st.p().data_block as u64;
         let entries = self.map.high as u64;
         Ok(StatFs {
-            block_size: self.st.p.data_block,
+            block_size: self.st.p().data_block,
             blocks: usable / bs,
             blocks_free: free / bs,
             files: self.nfiles as u64 + self.ndirs as u64,
@@ -1555,15 +1335,15 @@ impl<F: Flash> Fs<F> {
         let (_usable, free) = self.space();
         let used: u64 = self
             .st
-            .blocks
-            .iter()
+            .blocks()
+            .map(|(_, e)| e)
             .filter(|b| b.state() != BlockState::Bad)
             .map(|b| b.live as u64)
             .sum();
-        let good: Vec<&BlockInfo> = self
+        let good: Vec<BlockInfo> = self
             .st
-            .blocks
-            .iter()
+            .blocks()
+            .map(|(_, e)| e)
             .filter(|b| b.state() != BlockState::Bad)
             .collect();
         let (mut mn, mut mx, mut sum) = (u32::MAX, 0u32, 0u64);
@@ -1578,19 +1358,19 @@ impl<F: Flash> Fs<F> {
             sum as f64 / good.len() as f64
         };
         Info {
-            params: self.st.p,
+            params: self.st.p(),
             used_bytes: used,
             free_bytes: free,
             files: self.nfiles,
             dirs: self.ndirs,
             bad_blocks: self
                 .st
-                .blocks
-                .iter()
+                .blocks()
+                .map(|(_, e)| e)
                 .filter(|b| b.state() == BlockState::Bad)
                 .count() as u32,
             erase_count: (if good.is_empty() { 0 } else { mn }, mean, mx),
-            erase_counts: self.st.blocks.iter().map(|b| b.ec).collect(),
+            erase_counts: self.st.blocks().map(|(_, b)| b.ec).collect(),
             mount_cost: self.mount_cost,
             ram_bytes: self.ram_bytes(),
             recovered: self.recovered,
@@ -1605,48 +1385,5 @@ impl<F: Flash> Fs<F> {
     /// Whether an OOB tag read from a data page matches what is expected (fsck, GC).
     pub(crate) fn tag_matches(tag: &OobTag, ino: Ino, block: u32) -> bool {
         tag.kind == crate::format::node::TAG_DATA && tag.ino == ino && tag.block == block
-    }
-}
-
-/// Reads journal nodes, one NAND page at a time (nodes never cross NAND pages) or straight
-/// from NOR.
-struct JournalReader {
-    page: u64,
-    buf: Vec<u8>,
-    page_size: u32,
-}
-
-impl JournalReader {
-    fn new(page_size: u32) -> JournalReader {
-        JournalReader {
-            page: u64::MAX,
-            buf: Vec::new(),
-            page_size,
-        }
-    }
-
-    fn read<F: Flash>(&mut self, st: &mut Store<F>, pos: u64, len: u32) -> Result<&[u8]> {
-        match st.p.geometry.kind {
-            FlashKind::Nand => {
-                let ps = self.page_size as u64;
-                let page = pos / ps;
-                let off = (pos % ps) as usize;
-                if off + len as usize > ps as usize {
-                    return Err(Error::Corrupt);
-                }
-                if page != self.page {
-                    self.buf.resize(ps as usize, 0);
-                    self.page = u64::MAX;
-                    st.read(page * ps, &mut self.buf)?;
-                    self.page = page;
-                }
-                Ok(&self.buf[off..off + len as usize])
-            }
-            FlashKind::Nor => {
-                self.buf.resize(len as usize, 0);
-                st.read(pos, &mut self.buf)?;
-                Ok(&self.buf)
-            }
-        }
     }
 }

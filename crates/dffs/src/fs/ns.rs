@@ -5,6 +5,7 @@
 use alloc::vec::Vec;
 
 use super::Fs;
+use crate::dir::{name_hash, name_key};
 use crate::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
 use crate::error::{Error, Result};
 use crate::file::{Content, FileNode};
@@ -14,7 +15,7 @@ use crate::format::attrs::{
 };
 use crate::format::params::SYMLINK_MAX;
 use crate::format::params::{Addr, NAME_MAX};
-use crate::journal::{mask, name_hash, name_key, Record};
+use crate::journal::{mask, Record};
 use crate::map::MapEntry;
 use dffs_flash::Flash;
 
@@ -260,7 +261,7 @@ impl<F: Flash> Fs<F> {
 
     pub(crate) fn stat_inner(&mut self, ino: Ino) -> Result<Stat> {
         let entry = self.map.get(&mut self.st, ino)?;
-        let p = self.st.p;
+        let p = self.st.p();
         match entry {
             MapEntry::Dir(_) => {
                 let r = self.dirs.root(&mut self.st, &mut self.map, ino)?;
@@ -421,7 +422,7 @@ impl<F: Flash> Fs<F> {
                 return Err(Error::Invalid);
             }
             if target.len()
-                > SYMLINK_MAX.min(crate::file::inline_limit(&fs.st.p, name.len()).max(64))
+                > SYMLINK_MAX.min(crate::file::inline_limit(&fs.st.p(), name.len()).max(64))
             {
                 return Err(Error::NameTooLong);
             }
@@ -468,7 +469,7 @@ impl<F: Flash> Fs<F> {
                 MapEntry::Orphan | MapEntry::Free => return Err(Error::NotFound),
             }
             fs.check_new_name(parent, name)?;
-            let p = fs.st.p;
+            let p = fs.st.p();
             let node = &fs.load_file(ino)?.node;
             if node.links.len() >= crate::file::LINKS_MAX {
                 return Err(Error::TooManyLinks);
@@ -594,7 +595,7 @@ impl<F: Flash> Fs<F> {
                 }
             }
             if !src.is_dir {
-                let p = fs.st.p;
+                let p = fs.st.p();
                 let node = &fs.load_file(src.ino)?.node;
                 if node.linked {
                     let replacing = Some((old_parent, old_name));
@@ -1081,12 +1082,16 @@ impl<F: Flash> Fs<F> {
     /// Applies a record to the RAM state. Live operations call it right after journaling the
     /// record; mount calls it for every committed record of the journal tail.
     pub(crate) fn apply(&mut self, rec: &Record) -> Result<()> {
-        let p = self.st.p;
+        let p = self.st.p();
         match rec {
-            Record::Session
-            | Record::Link { .. }
-            | Record::TxCommit { .. }
-            | Record::Remap { .. } => Ok(()),
+            // The journal's own structure: nothing in RAM changes (a transaction's commit is
+            // decided by the replay's first pass).
+            Record::Session | Record::Link { .. } | Record::TxCommit { .. } => Ok(()),
+            // A bad-block swap the store made: logical `logical` lives on `physical` now.
+            Record::Remap { logical, physical } => {
+                self.st.apply_remap(*logical, *physical);
+                Ok(())
+            }
             Record::Create {
                 ino,
                 parent,
@@ -1376,7 +1381,7 @@ impl<F: Flash> Fs<F> {
     #[doc(hidden)]
     pub fn debug_check_blocks(&self) -> core::result::Result<(), alloc::string::String> {
         use crate::store::BlockState;
-        for (i, b) in self.st.blocks.iter().enumerate() {
+        for (i, b) in self.st.blocks() {
             if matches!(b.state(), BlockState::Free | BlockState::Erased) && b.live != 0 {
                 return Err(alloc::format!(
                     "block {i} is {:?} but has {} live bytes",

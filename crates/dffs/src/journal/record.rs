@@ -1,5 +1,8 @@
 //! Journal records: what every change since the last checkpoint looks like on flash.
 //!
+//! The only encoder and decoder of every record type, including the block link (`JLink`) and
+//! the session marker (`JSession`) that the journal writer puts down itself.
+//!
 //! Owns the [`Record`] type and its encoding. Every modifying operation is expressed as one or
 //! more records; the file system applies a record to its RAM state with the same code whether
 //! the operation is happening now or being replayed after a power cut, so replay can never
@@ -336,11 +339,6 @@ impl Record {
         nb
     }
 
-    /// Bytes the encoded record takes (header included).
-    pub fn encoded_len(&self) -> u32 {
-        self.encode().w.len() as u32
-    }
-
     /// Decodes a verified node's body into a record.
     pub fn decode(h: &NodeHeader, body: &[u8]) -> Result<Record> {
         let mut r = Reader::new(body);
@@ -504,32 +502,6 @@ pub fn max_commit_extents(max_node: u32) -> usize {
     (max_node.saturating_sub(fixed) / 12) as usize
 }
 
-/// Hash key of a name as stored in directory slots: 31 bits of hash, bit 31 set for
-/// directories.
-pub fn name_key(name: &[u8], is_dir: bool) -> u32 {
-    name_hash(name) | (is_dir as u32) << 31
-}
-
-/// The 31-bit name hash: FNV-1a over the bytes, finished with the MurmurHash3 mixer.
-pub fn name_hash(name: &[u8]) -> u32 {
-    let mut h: u32 = 0x811C_9DC5;
-    for &b in name {
-        h ^= b as u32;
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85EB_CA6B);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xC2B2_AE35);
-    h ^= h >> 16;
-    h & 0x7FFF_FFFF
-}
-
-/// The address stored in a record, for readers that want to check it points inside the device.
-pub fn extents_addrs(e: &ExtentMap) -> impl Iterator<Item = Addr> + '_ {
-    e.extents().iter().map(|x| x.addr)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -656,16 +628,5 @@ mod tests {
         .finish(1, 8);
         let (h, body) = parse(&bytes, NodeType::JCreate).unwrap();
         assert_eq!(Record::decode(&h, body), Err(Error::Corrupt));
-    }
-
-    #[test]
-    fn name_hash_is_stable_and_31_bits() {
-        // Values fixed by the format (computed by an independent Python implementation of
-        // FORMAT.md's definition): changing the hash breaks every image.
-        assert_eq!(name_hash(b""), 0x2b3e_7c0b);
-        assert_eq!(name_hash(b"hello"), 0x088d_766e);
-        assert_eq!(name_hash(b"lost+found"), 0x4c88_e800);
-        assert_ne!(name_hash(b"a"), name_hash(b"b"));
-        assert_eq!(name_key(b"a", true) & 0x8000_0000, 0x8000_0000);
     }
 }

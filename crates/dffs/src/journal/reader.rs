@@ -1,0 +1,318 @@
+//! Reading the journal back after a mount: the records written since the checkpoint, in order,
+//! up to the first one that is not there (erased), not whole (a cut program), or not the next
+//! in sequence.
+//!
+//! The journal is a chain of blocks. Each block begins with a link record naming the block
+//! before it and the block the journal continues in (reserved and erased before the link was
+//! written); records follow in order, sequence numbers strictly increasing. The scan starts at
+//! the position the checkpoint recorded and follows the chain only into a block that begins
+//! with a link pointing back at the block the scan is leaving: a block reserved but never
+//! reached, or reused since, is not part of the chain.
+//!
+//! It owns that walk ([`JournalScan`]) and nothing else: it never applies a record (the file
+//! system does, record by record, with the same code it uses live) and never writes.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::record::Record;
+use crate::error::{Error, Result};
+use crate::format::node::{self, NodeType, Probe};
+use crate::format::params::{LogKind, NODE_HEADER};
+use crate::store::{BlockInfo, BlockState, Store};
+use dffs_flash::{Flash, FlashKind};
+
+/// Where a scan starts: what the checkpoint recorded.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScanStart {
+    /// Block of the first record.
+    pub block: u32,
+    /// Offset of the first record in it.
+    pub off: u32,
+    /// The block the journal was set to continue in.
+    pub next: u32,
+    /// The checkpoint's next sequence number: every record must have a greater one.
+    pub next_seq: u64,
+    /// The checkpoint was written by a clean unmount: the page at `off` stays unused (the
+    /// session marker goes one page later), so anything programmed there is a cut program.
+    pub clean: bool,
+}
+
+/// A walk over the journal's records.
+pub(crate) struct JournalScan {
+    block: u32,
+    pos: u32,
+    next: u32,
+    last_seq: u64,
+    chain_len: u32,
+    first_in_block: bool,
+    /// Ended on bytes that were programmed but are not a valid record (a cut program).
+    garbage: bool,
+    done: bool,
+    rd: PageReader,
+}
+
+impl JournalScan {
+    /// Starts a scan at `start` (checks the unused page of a clean checkpoint).
+    pub fn new<F: Flash>(st: &mut Store<F>, start: ScanStart) -> Result<JournalScan> {
+        let g = st.p().geometry;
+        let bs = g.block_size();
+        let mut s = JournalScan {
+            block: start.block,
+            pos: start.off,
+            next: start.next,
+            last_seq: start.next_seq.saturating_sub(1),
+            chain_len: 0,
+            first_in_block: start.off == 0,
+            garbage: false,
+            done: false,
+            rd: PageReader::new(g.page_size),
+        };
+        if start.clean {
+            // After a clean checkpoint the next session's marker is one page later, and the
+            // page at the recorded position stays unused: anything there is a cut program.
+            let ps = g.page_size;
+            let skip = ((s.pos.div_ceil(ps) + 1) * ps).min(bs);
+            if !erased_between(st, s.block, s.pos, skip)? {
+                s.garbage = true;
+            }
+            s.pos = skip;
+            s.first_in_block = false;
+        }
+        Ok(s)
+    }
+
+    /// The sequence number of the last record returned (or the checkpoint's last).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Whether the scan ended on programmed bytes that are not a valid record.
+    pub fn ended_on_garbage(&self) -> bool {
+        self.garbage
+    }
+
+    /// Ends the scan on a cut program.
+    fn stop_garbage(&mut self) -> Result<Option<Record>> {
+        self.garbage = true;
+        self.done = true;
+        Ok(None)
+    }
+
+    /// The next record, or `None` at the end of the journal. Link records are returned too
+    /// (the caller's `apply` ignores them); the scan follows them itself.
+    pub fn next<F: Flash>(&mut self, st: &mut Store<F>) -> Result<Option<Record>> {
+        if self.done {
+            return Ok(None);
+        }
+        let p = st.p();
+        let g = p.geometry;
+        let bs = g.block_size();
+        let unit = p.unit();
+        loop {
+            // Records of this block.
+            while self.pos + 2 <= bs {
+                let room = match g.kind {
+                    FlashKind::Nand => g.page_size - self.pos % g.page_size,
+                    FlashKind::Nor => bs - self.pos,
+                };
+                let base = self.block as u64 * bs as u64 + self.pos as u64;
+                let head = match self.rd.read(st, base, room.min(NODE_HEADER)) {
+                    Ok(h) => h,
+                    Err(Error::Io) | Err(Error::Corrupt) => return self.stop_garbage(),
+                    Err(e) => return Err(e),
+                };
+                match node::probe(head, room) {
+                    Probe::Erased => {
+                        // Erased means the whole rest of the program unit is: a cut program
+                        // may leave its first bytes erased and later ones programmed.
+                        let unit_end = ((self.pos / g.page_size + 1) * g.page_size).min(bs);
+                        let check_end = match g.kind {
+                            FlashKind::Nand => unit_end,
+                            FlashKind::Nor => (unit_end + g.page_size).min(bs),
+                        };
+                        if !erased_between(st, self.block, self.pos, check_end)? {
+                            return self.stop_garbage();
+                        }
+                        if g.kind == FlashKind::Nand && self.pos % g.page_size != 0 {
+                            self.pos += room;
+                            continue;
+                        }
+                        // On paired-page NAND the journal leaves upper pages of durable lower
+                        // pages unprogrammed and goes on after them.
+                        if g.kind == FlashKind::Nand
+                            && g.pairing.lower_of(self.pos / g.page_size).is_some()
+                            && self.pos + g.page_size < bs
+                        {
+                            self.pos += g.page_size;
+                            continue;
+                        }
+                        break;
+                    }
+                    Probe::Padding => {
+                        self.pos += unit;
+                        continue;
+                    }
+                    Probe::Garbage => return self.stop_garbage(),
+                    Probe::Header(h) => {
+                        let bytes = match self.rd.read(st, base, h.len) {
+                            Ok(b) => b,
+                            Err(Error::Io) | Err(Error::Corrupt) => return self.stop_garbage(),
+                            Err(e) => return Err(e),
+                        };
+                        let Ok(body) = node::verify(bytes, &h) else {
+                            return self.stop_garbage();
+                        };
+                        if !h.typ.is_journal() || h.seq <= self.last_seq {
+                            return self.stop_garbage();
+                        }
+                        let Ok(rec) = Record::decode(&h, body) else {
+                            return self.stop_garbage();
+                        };
+                        self.last_seq = h.seq;
+                        self.pos += p.align(h.len);
+                        if let Record::Link { next, .. } = rec {
+                            if self.first_in_block {
+                                self.next = next;
+                            }
+                        }
+                        self.first_in_block = false;
+                        return Ok(Some(rec));
+                    }
+                }
+            }
+            // Continue in the next block if it starts with a link back to this one.
+            if !self.enter_next_block(st)? {
+                self.done = true;
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Moves into the block named by the current block's link, if it is part of the chain
+    /// (begins with a link back to this block, later in sequence). Marks it a journal block
+    /// so that nothing allocates it before the next checkpoint.
+    fn enter_next_block<F: Flash>(&mut self, st: &mut Store<F>) -> Result<bool> {
+        let p = st.p();
+        let g = p.geometry;
+        let bs = g.block_size();
+        if self.next >= g.blocks || self.chain_len > g.blocks {
+            return Ok(false);
+        }
+        let base = self.next as u64 * bs as u64;
+        let head = match self.rd.read(st, base, NODE_HEADER) {
+            Ok(h) => h,
+            Err(Error::Io) | Err(Error::Corrupt) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let h = match node::probe(head, bs) {
+            Probe::Header(h) => h,
+            Probe::Erased => return Ok(false),
+            _ => {
+                // A half-written link: the journal was moving into this block.
+                self.garbage = true;
+                return Ok(false);
+            }
+        };
+        if h.typ != NodeType::JLink || h.seq <= self.last_seq {
+            return Ok(false);
+        }
+        let bytes = match self.rd.read(st, base, h.len) {
+            Ok(b) => b,
+            Err(Error::Io) | Err(Error::Corrupt) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let Ok(body) = node::verify(bytes, &h) else {
+            self.garbage = true;
+            return Ok(false);
+        };
+        match Record::decode(&h, body) {
+            Ok(Record::Link { prev, next }) if prev == self.block => {
+                // The chain block holds records the state depends on: keep it from the
+                // allocator until the next checkpoint.
+                let e = st.block(self.next);
+                st.set_block(
+                    self.next,
+                    BlockInfo::new(BlockState::Used, LogKind::Journal, e.ec, 0, e.age()),
+                );
+                self.block = self.next;
+                self.next = next;
+                self.pos = p.align(h.len);
+                self.last_seq = h.seq;
+                self.chain_len += 1;
+                self.first_in_block = false;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
+/// Whether bytes `[from, to)` of logical block `block` all read as erased.
+pub(crate) fn erased_between<F: Flash>(
+    st: &mut Store<F>,
+    block: u32,
+    from: u32,
+    to: u32,
+) -> Result<bool> {
+    let bs = st.p().geometry.block_size() as u64;
+    let mut buf = vec![0u8; 1024];
+    let mut at = from;
+    while at < to {
+        let n = ((to - at) as usize).min(buf.len());
+        match st.read(block as u64 * bs + at as u64, &mut buf[..n]) {
+            Ok(()) => {
+                if buf[..n].iter().any(|&b| b != 0xFF) {
+                    return Ok(false);
+                }
+            }
+            Err(Error::Io) | Err(Error::Corrupt) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        at += n as u32;
+    }
+    Ok(true)
+}
+
+/// Reads journal bytes a NAND page at a time (records never cross a page), or straight from
+/// NOR.
+struct PageReader {
+    page: u64,
+    buf: Vec<u8>,
+    page_size: u32,
+}
+
+impl PageReader {
+    fn new(page_size: u32) -> PageReader {
+        PageReader {
+            page: u64::MAX,
+            buf: Vec::new(),
+            page_size,
+        }
+    }
+
+    fn read<F: Flash>(&mut self, st: &mut Store<F>, pos: u64, len: u32) -> Result<&[u8]> {
+        match st.p().geometry.kind {
+            FlashKind::Nand => {
+                let ps = self.page_size as u64;
+                let page = pos / ps;
+                let off = (pos % ps) as usize;
+                if off + len as usize > ps as usize {
+                    return Err(Error::Corrupt);
+                }
+                if page != self.page {
+                    self.buf.resize(ps as usize, 0);
+                    self.page = u64::MAX;
+                    st.read(page * ps, &mut self.buf)?;
+                    self.page = page;
+                }
+                Ok(&self.buf[off..off + len as usize])
+            }
+            FlashKind::Nor => {
+                self.buf.resize(len as usize, 0);
+                st.read(pos, &mut self.buf)?;
+                Ok(&self.buf)
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Writing the journal: appending records, making them durable, and moving the journal from
+//! block to block.
+//!
+//! The journal is a chain of blocks in the journal log. A block's first record is a link
+//! naming the block before it and the block the journal will continue in; that next block is
+//! allocated, erased and set aside (`Reserved`) *before* the link naming it is written, so the
+//! move into it can never fail half way and a reader can always tell the chain's next block
+//! from a stray one. Records are buffered in the journal head's page (NAND) and programmed when
+//! the page fills or when the file system makes them durable (fsync, sync, a commit, a
+//! checkpoint); on NOR each record is programmed as it is appended.
+//!
+//! After a mount from a clean checkpoint, the session's first program is a session marker
+//! placed one page after the journal position the checkpoint recorded (that page stays unused,
+//! so a marker cut in mid-program can never be mistaken for the recorded position): a later
+//! mount that finds any record after a clean checkpoint knows the heads may hold more than
+//! the checkpoint says and recovers them.
+//!
+//! It owns the journal's position (current and reserved next block), the session marker, the
+//! bytes written since the last checkpoint, and the recording of bad-block swaps the store
+//! made. It must never apply a record (the file system does) nor decide when to checkpoint.
+
+use alloc::vec::Vec;
+
+use super::record::Record;
+use crate::error::Result;
+use crate::format::node::NodeBuilder;
+use crate::format::params::{Addr, LogKind};
+use crate::store::{BlockState, Priority, Store};
+use dffs_flash::Flash;
+
+/// The journal's position and what is owed to it.
+#[derive(Clone, Debug)]
+pub(crate) struct JournalWriter {
+    /// Block set aside (erased, `Reserved`) for the journal to continue in, or `u32::MAX`.
+    next: u32,
+    /// The journal's current (or last) block: the `prev` of the next block's link record, so
+    /// replay can follow the chain even when the head closed itself at a block end.
+    last: u32,
+    /// Record bytes appended since the last checkpoint.
+    bytes: u64,
+}
+
+impl Default for JournalWriter {
+    fn default() -> Self {
+        JournalWriter {
+            next: u32::MAX,
+            last: u32::MAX,
+            bytes: 0,
+        }
+    }
+}
+
+impl JournalWriter {
+    /// The reserved next block (`u32::MAX` when there is none).
+    pub fn next(&self) -> u32 {
+        self.next
+    }
+
+    /// Continues a journal whose current block is `last` and whose reserved next block is
+    /// `next` (mount, or a reload after a transaction abort: the bytes count on).
+    pub fn resume(&mut self, last: u32, next: u32) {
+        self.last = last;
+        self.next = next;
+    }
+
+    /// Forgets the reserved next block (after a power cut it may have been written: it goes
+    /// back to the pool, to be erased before any use).
+    pub fn drop_reservation(&mut self) {
+        self.next = u32::MAX;
+    }
+
+    /// Record bytes since the last checkpoint.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// A checkpoint was written: the journal since it is empty; after a clean one the next
+    /// session must mark itself (`session`).
+    pub fn checkpointed<F: Flash>(&mut self, st: &mut Store<F>, session: bool) {
+        self.bytes = 0;
+        self.expect_session(st, session);
+    }
+
+    /// Whether the session has not programmed anything yet after a clean mount.
+    pub fn session_needed<F: Flash>(&self, st: &Store<F>) -> bool {
+        st.first_program_pending()
+    }
+
+    /// After a mount from a clean checkpoint (`needed`): the session marker goes one page
+    /// after the recorded journal position, before the session's first program of any kind.
+    /// The store writes it at that moment (the checkpoint left the journal head room for
+    /// it).
+    pub fn expect_session<F: Flash>(&mut self, st: &mut Store<F>, needed: bool) {
+        let marker = needed.then(|| (LogKind::Journal, Record::Session.encode()));
+        st.set_first_program(marker);
+    }
+
+    /// Appends record node `nb` to the journal, moving the journal into its reserved block
+    /// first when the current one cannot take it. Returns its address.
+    pub fn append<F: Flash>(
+        &mut self,
+        st: &mut Store<F>,
+        nb: NodeBuilder,
+        prio: Priority,
+    ) -> Result<Addr> {
+        let len = nb.w.len() as u32;
+        if st.needs_new_block(LogKind::Journal, len) {
+            self.switch_block(st, prio)?;
+        }
+        let a = st.write_node(LogKind::Journal, nb, prio)?;
+        self.bytes += len as u64;
+        Ok(a)
+    }
+
+    /// Appends `rec`.
+    pub fn append_record<F: Flash>(
+        &mut self,
+        st: &mut Store<F>,
+        rec: &Record,
+        prio: Priority,
+    ) -> Result<Addr> {
+        self.append(st, rec.encode(), prio)
+    }
+
+    /// Makes every appended record durable (NAND: programs the journal head's partly filled
+    /// page).
+    pub fn flush<F: Flash>(&mut self, st: &mut Store<F>) -> Result<()> {
+        st.flush(LogKind::Journal)
+    }
+
+    /// Records the bad-block swaps the store made since the last call, oldest first, each
+    /// made durable at once (later records may address the swapped blocks).
+    pub fn record_remaps<F: Flash>(&mut self, st: &mut Store<F>, prio: Priority) -> Result<()> {
+        let remaps: Vec<_> = st.take_new_remaps();
+        for r in remaps {
+            let rec = Record::Remap {
+                logical: r.logical,
+                physical: r.physical,
+            };
+            self.append_record(st, &rec, prio)?;
+            self.flush(st)?;
+        }
+        Ok(())
+    }
+
+    /// Starts the journal for a checkpoint (after format, a recovery, or when the current
+    /// block is nearly full): a fresh block whose first records are the link and a session
+    /// record.
+    pub fn restart<F: Flash>(&mut self, st: &mut Store<F>) -> Result<()> {
+        if st.head(LogKind::Journal).is_open() {
+            st.close_head_of(LogKind::Journal)?;
+        }
+        self.switch_block(st, Priority::Reserve)?;
+        self.append_record(st, &Record::Session, Priority::Reserve)?;
+        Ok(())
+    }
+
+    /// Allocates, erases and sets aside the journal's next block, unless one is set aside.
+    pub fn reserve_next<F: Flash>(&mut self, st: &mut Store<F>, prio: Priority) -> Result<()> {
+        // A reservation is only good while its block is still set aside: after a power cut,
+        // replay may have followed the journal into it (it holds records now).
+        if self.next != u32::MAX && st.block(self.next).state() == BlockState::Reserved {
+            return Ok(());
+        }
+        self.next = u32::MAX;
+        let n = st.alloc_block(LogKind::Journal, prio)?;
+        st.set_state(n, BlockState::Reserved);
+        self.next = n;
+        Ok(())
+    }
+
+    /// Moves the journal into its reserved next block (erased when it was reserved, so the
+    /// move itself cannot fail), reserves and erases the one after it, and begins the new
+    /// block with the link record that names both neighbours.
+    fn switch_block<F: Flash>(&mut self, st: &mut Store<F>, prio: Priority) -> Result<()> {
+        let head = st.head(LogKind::Journal);
+        let prev = if head.is_open() {
+            head.block()
+        } else {
+            self.last
+        };
+        self.reserve_next(st, prio)?;
+        let b = self.next;
+        self.next = u32::MAX;
+        st.open_head_in(LogKind::Journal, b)?;
+        self.reserve_next(st, prio)?;
+        self.last = b;
+        let link = Record::Link {
+            prev,
+            next: self.next,
+        };
+        st.write_node(LogKind::Journal, link.encode(), prio)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,196 @@
+//! Bad blocks: retiring a block whose erase failed, and swapping out a block whose program
+//! failed (its programmed part is copied to a spare, which takes over its logical number, so
+//! every address already handed out stays valid), and the remap table of such swaps.
+//!
+//! Owns the remap table and the queue of swaps not yet recorded in the journal. It must never
+//! write a journal record: the journal writer takes the new swaps ([`Store::take_new_remaps`])
+//! and records them.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::medium::Medium;
+use super::{BlockState, Priority, Store};
+use crate::error::{Error, Result};
+use crate::format::params::LogKind;
+use dffs_flash::{Flash, FlashError, FlashKind};
+
+/// A bad block swapped out: logical block `logical` now lives on physical block `physical`
+/// (and the logical block numbered `physical` is bad).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Remap {
+    /// The logical block whose data moved.
+    pub logical: u32,
+    /// The physical block now holding it.
+    pub physical: u32,
+}
+
+impl<F: Flash> Store<F> {
+    /// Marks a logical block bad, on flash where the device supports it, and in the table.
+    pub fn retire(&mut self, b: u32) {
+        let pb = self.phys(b);
+        let _ = self.medium.flash.mark_bad(pb);
+        if let Some(e) = self.table.entry(b) {
+            e.live = 0;
+            e.set_state(BlockState::Bad);
+        }
+    }
+
+    /// Erases a logical block, retiring it if the erase fails. Returns false if it went bad.
+    pub(super) fn erase_block(&mut self, b: u32) -> Result<bool> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let pb = self.phys(b);
+        if let Some(e) = self.table.entry(b) {
+            e.ec = e.ec.saturating_add(1);
+        }
+        match self.medium.erase(pb) {
+            Ok(()) => Ok(true),
+            Err(FlashError::PowerLoss) => Err(Error::PowerLoss),
+            Err(_) => {
+                self.retire(b);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Programs at a physical position on behalf of head `h`; if the block has gone bad, its
+    /// content is moved to a spare block (same logical block number) and the program retried
+    /// there.
+    pub(super) fn program_with_recovery(
+        &mut self,
+        h: usize,
+        ppos: u64,
+        data: &[u8],
+        oob: &[u8],
+    ) -> Result<()> {
+        let mut ppos = ppos;
+        let g = self.p.geometry;
+        let last_page =
+            ((ppos % g.block_size() as u64) + data.len().max(1) as u64 - 1) / g.page_size as u64;
+        let hd = &mut self.heads[h];
+        hd.programmed = hd.programmed.max(last_page as u32 + 1);
+        for _attempt in 0..4 {
+            match self.medium.program(ppos, data, oob) {
+                Ok(()) => return Ok(()),
+                Err(FlashError::PowerLoss) => return Err(Error::PowerLoss),
+                Err(FlashError::ProgramFailed) => {
+                    let bs = self.p.geometry.block_size() as u64;
+                    let logical = self.heads[h].block;
+                    let in_block = ppos % bs;
+                    self.swap_out_bad_block(logical, in_block)?;
+                    let np = self.phys(logical);
+                    ppos = np as u64 * bs + in_block;
+                }
+                Err(_) => return Err(Error::Io),
+            }
+        }
+        Err(Error::Io)
+    }
+
+    /// Copies the programmed part (`[0, upto)`) of logical block `logical` to a spare block,
+    /// swaps the two in the remap table, and retires the old physical block.
+    fn swap_out_bad_block(&mut self, logical: u32, upto: u64) -> Result<()> {
+        let g = self.p.geometry;
+        let old_phys = self.phys(logical);
+        for _ in 0..4 {
+            let spare = self.alloc_block(LogKind::DataCold, Priority::Spare)?;
+            let spare_phys = self.phys(spare);
+            let ok = self.copy_block_prefix(old_phys, spare_phys, upto)?;
+            if !ok {
+                // The spare failed too: retire it and try another.
+                self.retire(spare);
+                continue;
+            }
+            let _ = self.medium.flash.mark_bad(old_phys);
+            // Swap: logical `logical` → spare_phys; logical `spare` → old_phys (bad).
+            let mut remaps: Vec<Remap> = self
+                .remaps
+                .iter()
+                .copied()
+                .filter(|r| {
+                    r.logical != logical
+                        && r.physical != logical
+                        && r.logical != spare
+                        && r.physical != spare
+                })
+                .collect();
+            // Compose with existing mappings: whatever physical `logical` had is now bad.
+            if spare_phys != logical {
+                remaps.push(Remap {
+                    logical,
+                    physical: spare_phys,
+                });
+            }
+            self.remaps = remaps;
+            let r = Remap {
+                logical,
+                physical: spare_phys,
+            };
+            self.new_remaps.push(r);
+            if let Some(e) = self.table.entry(spare) {
+                e.live = 0;
+                e.set_state(BlockState::Bad);
+            }
+            let _ = g;
+            return Ok(());
+        }
+        Err(Error::Io)
+    }
+
+    /// Copies the first `upto` bytes of physical block `from` to physical block `to`: whole
+    /// pages with their OOB before the page holding `upto`, then (NAND) the programmed prefix of
+    /// that page with its tag, never the part whose program failed. Returns false if
+    /// programming `to` failed.
+    fn copy_block_prefix(&mut self, from: u32, to: u32, upto: u64) -> Result<bool> {
+        let g = self.p.geometry;
+        let bs = g.block_size() as u64;
+        let program = |m: &mut Medium<F>, pos: u64, d: &[u8], o: &[u8]| -> Result<bool> {
+            match m.program(pos, d, o) {
+                Ok(()) => Ok(true),
+                Err(FlashError::PowerLoss) => Err(Error::PowerLoss),
+                Err(_) => Ok(false),
+            }
+        };
+        match g.kind {
+            FlashKind::Nand => {
+                let ps = g.page_size as u64;
+                let full_pages = (upto / ps) as u32;
+                let tail = (upto % ps) as usize;
+                let mut data = vec![0u8; g.page_size as usize];
+                let mut oob = vec![0u8; g.oob_free_len as usize];
+                for i in 0..full_pages + (tail > 0) as u32 {
+                    self.medium
+                        .read_page(from * g.pages_per_block + i, 0, &mut data, &mut oob)?;
+                    let len = if i == full_pages { tail } else { data.len() };
+                    if data[..len].iter().all(|&b| b == 0xFF) && oob.iter().all(|&b| b == 0xFF) {
+                        continue;
+                    }
+                    let len = len.div_ceil(g.program_unit as usize) * g.program_unit as usize;
+                    if !program(
+                        &mut self.medium,
+                        to as u64 * bs + i as u64 * ps,
+                        &data[..len],
+                        &oob,
+                    )? {
+                        return Ok(false);
+                    }
+                }
+            }
+            FlashKind::Nor => {
+                let mut buf = vec![0u8; 256];
+                let mut done = 0u64;
+                while done < upto {
+                    let n = (upto - done).min(256) as usize;
+                    self.medium.read(from as u64 * bs + done, &mut buf[..n])?;
+                    if !program(&mut self.medium, to as u64 * bs + done, &buf[..n], &[])? {
+                        return Ok(false);
+                    }
+                    done += n as u64;
+                }
+            }
+        }
+        Ok(true)
+    }
+}

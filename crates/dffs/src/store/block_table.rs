@@ -1,0 +1,230 @@
+//! The block table: what every erase block holds, and how worn it is.
+//!
+//! Owns the per-block record ([`BlockInfo`]: state, owner log, live bytes, erase count, age),
+//! its encoding in block-table pages, the counts the budget asks for, and the choice of a free
+//! block by wear (dynamic wear leveling: the least worn block for every log, the most worn for
+//! cold data). It must never touch the device: the store erases and programs.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::error::{Error, Result};
+use crate::format::codec::{Reader, Writer};
+use crate::format::params::LogKind;
+
+/// What an erase block is used for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum BlockState {
+    /// Not in use; contents unknown (erased before use).
+    Free = 0,
+    /// Not in use and known to be erased.
+    Erased = 1,
+    /// Holds nodes of one log; closed.
+    Used = 2,
+    /// The open block of a log head.
+    Head = 3,
+    /// Emptied by garbage collection (or a dead journal block); may still hold data the last
+    /// checkpoint needs, so it becomes free only after the next checkpoint.
+    PendingErase = 4,
+    /// One of the two checkpoint blocks.
+    Anchor = 5,
+    /// Set aside for the journal's next block.
+    Reserved = 6,
+    /// Bad (factory or grown); never used.
+    Bad = 7,
+}
+
+impl BlockState {
+    fn from_u8(v: u8) -> Option<BlockState> {
+        use BlockState::*;
+        Some(match v {
+            0 => Free,
+            1 => Erased,
+            2 => Used,
+            3 => Head,
+            4 => PendingErase,
+            5 => Anchor,
+            6 => Reserved,
+            7 => Bad,
+            _ => return None,
+        })
+    }
+}
+
+/// One erase block's record: 12 bytes in RAM and on flash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Erase count.
+    pub ec: u32,
+    /// Bytes of live nodes and data in the block.
+    pub live: u32,
+    info: u32,
+}
+
+impl BlockInfo {
+    /// A record with the given fields.
+    pub fn new(state: BlockState, kind: LogKind, ec: u32, live: u32, age: u32) -> Self {
+        BlockInfo {
+            ec,
+            live,
+            info: state as u32 | (kind as u32) << 4 | (age & 0xFF_FFFF) << 8,
+        }
+    }
+    /// The block's state.
+    pub fn state(&self) -> BlockState {
+        BlockState::from_u8((self.info & 0xF) as u8).unwrap_or(BlockState::Bad)
+    }
+    /// The log the block belongs to (meaningful for Used/Head blocks).
+    pub fn kind(&self) -> LogKind {
+        LogKind::from_u8(((self.info >> 4) & 0xF) as u8).unwrap_or(LogKind::DataCold)
+    }
+    /// Checkpoint number (low 24 bits) of the last write into the block.
+    pub fn age(&self) -> u32 {
+        self.info >> 8
+    }
+    pub(crate) fn set(&mut self, state: BlockState, kind: LogKind, age: u32) {
+        *self = BlockInfo::new(state, kind, self.ec, self.live, age);
+    }
+    pub(crate) fn set_state(&mut self, state: BlockState) {
+        let (k, a) = (self.kind(), self.age());
+        self.set(state, k, a);
+    }
+    /// Encodes the record.
+    pub fn encode(&self, w: &mut Writer) {
+        w.u32(self.ec).u32(self.live).u32(self.info);
+    }
+    /// Decodes a record, rejecting impossible values.
+    pub fn decode(r: &mut Reader<'_>, block_size: u32) -> Result<BlockInfo> {
+        let (ec, live, info) = (r.u32()?, r.u32()?, r.u32()?);
+        let b = BlockInfo { ec, live, info };
+        let state = BlockState::from_u8((info & 0xF) as u8);
+        if state.is_none()
+            || LogKind::from_u8(((info >> 4) & 0xF) as u8).is_none()
+            || live > block_size
+            // A free block holds nothing live (an invariant every checkpoint keeps).
+            || (matches!(state, Some(BlockState::Free | BlockState::Erased)) && live != 0)
+        {
+            return Err(Error::Corrupt);
+        }
+        Ok(b)
+    }
+}
+
+/// Every logical block's record, in RAM.
+pub(crate) struct BlockTable {
+    blocks: Vec<BlockInfo>,
+}
+
+impl BlockTable {
+    /// A table of `n` free blocks.
+    pub fn new(n: u32) -> BlockTable {
+        BlockTable {
+            blocks: vec![BlockInfo::new(BlockState::Free, LogKind::DataHot, 0, 0, 0); n as usize],
+        }
+    }
+
+    /// A table of the given records (loaded at mount).
+    pub fn from_records(blocks: Vec<BlockInfo>) -> BlockTable {
+        BlockTable { blocks }
+    }
+
+    /// Number of blocks.
+    pub fn len(&self) -> u32 {
+        self.blocks.len() as u32
+    }
+
+    /// Block `b`'s record (a bad block for a number outside the table).
+    pub fn get(&self, b: u32) -> BlockInfo {
+        self.blocks
+            .get(b as usize)
+            .copied()
+            .unwrap_or(BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0, 0, 0))
+    }
+
+    /// Block `b`'s record, to change (`None` outside the table).
+    pub fn entry(&mut self, b: u32) -> Option<&mut BlockInfo> {
+        self.blocks.get_mut(b as usize)
+    }
+
+    /// Replaces block `b`'s record.
+    pub fn set(&mut self, b: u32, e: BlockInfo) {
+        if let Some(x) = self.blocks.get_mut(b as usize) {
+            *x = e;
+        }
+    }
+
+    /// Sets block `b`'s state (owner log and age unchanged).
+    pub fn set_state(&mut self, b: u32, s: BlockState) {
+        if let Some(x) = self.blocks.get_mut(b as usize) {
+            x.set_state(s);
+        }
+    }
+
+    /// Every block's number and record.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, BlockInfo)> + '_ {
+        self.blocks.iter().enumerate().map(|(i, e)| (i as u32, *e))
+    }
+
+    /// Blocks in state `s`.
+    pub fn count(&self, s: BlockState) -> u32 {
+        self.blocks.iter().filter(|e| e.state() == s).count() as u32
+    }
+
+    /// Blocks in the free pool (`Free` or `Erased`).
+    pub fn free_count(&self) -> u32 {
+        self.blocks
+            .iter()
+            .filter(|b| matches!(b.state(), BlockState::Free | BlockState::Erased))
+            .count() as u32
+    }
+
+    /// The free block to allocate next: the least worn one, or the most worn one for data
+    /// that is likely to stay put (`want_old`).
+    pub fn pick_free(&self, want_old: bool) -> Option<u32> {
+        let mut best: Option<(u32, u32)> = None;
+        for (i, e) in self.blocks.iter().enumerate() {
+            if !matches!(e.state(), BlockState::Free | BlockState::Erased) {
+                continue;
+            }
+            let better = match best {
+                None => true,
+                Some((_, ec)) => {
+                    if want_old {
+                        e.ec > ec
+                    } else {
+                        e.ec < ec
+                    }
+                }
+            };
+            if better {
+                best = Some((i as u32, e.ec));
+            }
+        }
+        best.map(|x| x.0)
+    }
+
+    /// Adds `bytes` live bytes to block `b` (never beyond `block_size`).
+    pub fn add_live(&mut self, b: u32, bytes: u32, block_size: u32) {
+        if let Some(e) = self.blocks.get_mut(b as usize) {
+            e.live = e.live.saturating_add(bytes).min(block_size);
+        }
+    }
+
+    /// Takes `bytes` live bytes away from block `b`.
+    pub fn kill(&mut self, b: u32, bytes: u32) {
+        if let Some(e) = self.blocks.get_mut(b as usize) {
+            e.live = e.live.saturating_sub(bytes);
+        }
+    }
+
+    /// A copy of every record (the durable table a checkpoint writes is this, adjusted).
+    pub fn snapshot(&self) -> Vec<BlockInfo> {
+        self.blocks.clone()
+    }
+
+    /// RAM held by the table.
+    pub fn ram_bytes(&self) -> usize {
+        self.blocks.capacity() * core::mem::size_of::<BlockInfo>()
+    }
+}

@@ -1,0 +1,365 @@
+//! The open blocks ("heads") of the logs: where the next node of each log goes, the NAND page
+//! each one is filling in RAM, and what each head has programmed.
+//!
+//! Owns [`Head`] and the set of heads ([`Heads`]), their recovery after a power cut (finding
+//! where a head really ends), room reservations ahead of a checkpoint, and the paired-page
+//! barrier. It must never decide what goes into a log: the writers in `write.rs` place nodes,
+//! and the file system decides when a head is flushed.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::{BlockState, Priority, Store};
+use crate::error::{Error, Result};
+use crate::format::node::{self, NodeType, Probe};
+use crate::format::params::{LogKind, MAX_HEADS, NODE_HEADER};
+use dffs_flash::{Flash, FlashKind, PagePairing};
+
+/// An open block of a log, with the NAND write buffer of its current page.
+#[derive(Clone, Debug)]
+pub struct Head {
+    /// Logical block, or `u32::MAX` when the head has no block.
+    pub(super) block: u32,
+    /// Byte offset in the block where the next node goes.
+    pub(super) off: u32,
+    /// NAND: the page being filled (empty when no page is buffered).
+    pub(super) buf: Vec<u8>,
+    /// Byte offset in the block of the buffered page.
+    pub(super) buf_page: u32,
+    /// Bytes of the buffered page already programmed.
+    pub(super) buf_prog: u32,
+    /// Pages of the block (from its start) that may have been programmed.
+    pub(super) programmed: u32,
+    /// Pages of the block programmed before the last durability barrier (see
+    /// [`Store::barrier`]): on paired-page NAND their upper pages are never programmed.
+    pub(super) protected: u32,
+}
+
+impl Head {
+    /// A head without a block.
+    pub fn empty() -> Head {
+        Head {
+            block: u32::MAX,
+            off: 0,
+            buf: Vec::new(),
+            buf_page: 0,
+            buf_prog: 0,
+            programmed: 0,
+            protected: 0,
+        }
+    }
+
+    /// A head continuing in `block` at `off`, everything before `off` taken as programmed and
+    /// durable (after a mount or a recovery).
+    pub fn resumed(block: u32, off: u32, page_size: u32) -> Head {
+        let pages = off.div_ceil(page_size);
+        Head {
+            block,
+            off,
+            programmed: pages,
+            protected: pages,
+            ..Head::empty()
+        }
+    }
+
+    /// Whether the head has an open block.
+    pub fn is_open(&self) -> bool {
+        self.block != u32::MAX
+    }
+
+    /// Its block (`u32::MAX` when it has none).
+    pub fn block(&self) -> u32 {
+        self.block
+    }
+
+    /// The offset in its block where the next node goes.
+    pub fn off(&self) -> u32 {
+        self.off
+    }
+}
+
+/// Every log's head, by head number, and the blocks allocated ahead for each.
+pub(crate) struct Heads {
+    heads: [Head; MAX_HEADS],
+    /// Blocks allocated ahead of time for each head (see [`Store::ensure_room`]): a head that
+    /// fills takes its next block from here before it allocates.
+    pub(super) preopened: [Vec<u32>; MAX_HEADS],
+}
+
+impl Heads {
+    /// No head open.
+    pub fn new() -> Heads {
+        Heads {
+            heads: core::array::from_fn(|_| Head::empty()),
+            preopened: core::array::from_fn(|_| Vec::new()),
+        }
+    }
+
+    /// Every head.
+    pub fn iter(&self) -> impl Iterator<Item = &Head> {
+        self.heads.iter()
+    }
+
+    /// The number of the head whose block is `b`, if one is.
+    pub fn holding(&self, b: u32) -> Option<usize> {
+        self.heads.iter().position(|h| h.block == b)
+    }
+
+    /// RAM held by the heads' page buffers.
+    pub fn ram_bytes(&self) -> usize {
+        self.heads.iter().map(|h| h.buf.capacity()).sum()
+    }
+}
+
+impl core::ops::Index<usize> for Heads {
+    type Output = Head;
+    fn index(&self, h: usize) -> &Head {
+        &self.heads[h]
+    }
+}
+
+impl core::ops::IndexMut<usize> for Heads {
+    fn index_mut(&mut self, h: usize) -> &mut Head {
+        &mut self.heads[h]
+    }
+}
+
+impl<F: Flash> Store<F> {
+    /// Closes head `h`'s block (its remaining space is left unused).
+    pub fn close_head(&mut self, h: usize) -> Result<()> {
+        self.flush_head(h)?;
+        let b = self.heads[h].block;
+        if b != u32::MAX && self.table.get(b).state() == BlockState::Head {
+            self.table.set_state(b, BlockState::Used);
+        }
+        self.heads[h] = Head::empty();
+        Ok(())
+    }
+
+    /// Forgets every head and its buffer, without writing or changing block states (the
+    /// caller reloads the block table afterwards).
+    pub fn reset_heads(&mut self) {
+        self.heads = Heads::new();
+    }
+
+    /// After a power cut: finds where head `h` really ends (nodes may have been written after
+    /// the checkpoint that recorded its position), skips one more page (NAND) or program page
+    /// (NOR) because the last program may have been cut and left an unstable page that reads
+    /// as erased, and continues there. A head with no room left is closed. Costs a binary
+    /// search of page reads on NAND, a walk over the nodes written since the checkpoint on NOR.
+    pub fn recover_head(&mut self, h: usize) -> Result<()> {
+        let b = self.heads[h].block;
+        if b == u32::MAX {
+            return Ok(());
+        }
+        let g = self.p.geometry;
+        let bs = g.block_size();
+        let ps = g.page_size;
+        let off = self.heads[h].off.min(bs);
+        let new_off = match g.kind {
+            FlashKind::Nand => {
+                let mut data = vec![0u8; ps as usize];
+                let mut oob = vec![0u8; g.oob_free_len as usize];
+                let ppb = g.pages_per_block;
+                let mut erased = |st: &mut Self, i: u32| -> Result<bool> {
+                    match st.read_page(b * ppb + i, &mut data, &mut oob) {
+                        Ok(_) => {
+                            Ok(data.iter().all(|&x| x == 0xFF) && oob.iter().all(|&x| x == 0xFF))
+                        }
+                        Err(Error::PowerLoss) => Err(Error::PowerLoss),
+                        Err(_) => Ok(false),
+                    }
+                };
+                // Pages programmed since the checkpoint form a run, except that every earlier
+                // recovery without a checkpoint after it left one page unwritten (and a cut
+                // program may read as erased): binary search for the first erased page, and
+                // when one of the two pages after it is programmed, it was such a gap: search
+                // again beyond it.
+                let mut lo = off.div_ceil(ps);
+                loop {
+                    let mut hi = ppb;
+                    while lo < hi {
+                        let mid = (lo + hi) / 2;
+                        if erased(self, mid)? {
+                            hi = mid;
+                        } else {
+                            lo = mid + 1;
+                        }
+                    }
+                    let mut gap = false;
+                    for next in [lo + 1, lo + 2] {
+                        if next < ppb && !erased(self, next)? {
+                            lo = next + 1;
+                            gap = true;
+                            break;
+                        }
+                    }
+                    if !gap {
+                        break;
+                    }
+                }
+                (lo + 1) * ps
+            }
+            FlashKind::Nor => {
+                let mut pos = off;
+                let unit = self.p.unit();
+                let mut head = [0u8; NODE_HEADER as usize];
+                while pos + NODE_HEADER <= bs {
+                    let at = b as u64 * bs as u64 + pos as u64;
+                    if self.read(at, &mut head).is_err() {
+                        break;
+                    }
+                    match node::probe(&head, bs - pos) {
+                        Probe::Padding => pos += unit,
+                        Probe::Header(hd) => {
+                            let mut whole = vec![0u8; hd.len as usize];
+                            if self.read(at, &mut whole).is_err()
+                                || node::verify(&whole, &hd).is_err()
+                            {
+                                break;
+                            }
+                            let mut len = hd.len;
+                            if hd.typ == NodeType::Data
+                                && whole.len() >= (NODE_HEADER + 12) as usize
+                            {
+                                let plen = u32::from_le_bytes([
+                                    whole[32], whole[33], whole[34], whole[35],
+                                ]);
+                                len = len.saturating_add(plen);
+                            }
+                            pos = pos.saturating_add(self.p.align(len));
+                        }
+                        Probe::Erased | Probe::Garbage => break,
+                    }
+                }
+                // A node cut half way may have programmed pages beyond where valid nodes end:
+                // continue after the last byte that is not erased.
+                let mut end = pos;
+                let mut chunk = vec![0u8; 4096];
+                let mut at = pos;
+                while at < bs {
+                    let n = (bs - at).min(chunk.len() as u32) as usize;
+                    match self.read(b as u64 * bs as u64 + at as u64, &mut chunk[..n]) {
+                        Ok(()) => {
+                            if let Some(i) = chunk[..n].iter().rposition(|&x| x != 0xFF) {
+                                end = at + i as u32 + 1;
+                            }
+                        }
+                        Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+                        Err(_) => end = at + n as u32,
+                    }
+                    at += n as u32;
+                }
+                (end.div_ceil(ps) + 1) * ps
+            }
+        };
+        if new_off >= bs {
+            if self.table.get(b).state() == BlockState::Head {
+                self.table.set_state(b, BlockState::Used);
+            }
+            self.heads[h] = Head::empty();
+        } else {
+            self.heads[h] = Head::resumed(b, new_off, ps);
+            self.table.set_state(b, BlockState::Head);
+        }
+        Ok(())
+    }
+
+    /// Makes sure log `kind` can take `nodes` more nodes of `node_len` bytes without
+    /// allocating: blocks the current head cannot hold are allocated now and wait in
+    /// `preopened`, so that a caller can snapshot the block table first (the block-table
+    /// pages of a checkpoint describe the blocks they are written to).
+    pub fn ensure_room(
+        &mut self,
+        kind: LogKind,
+        nodes: u32,
+        node_len: u32,
+        prio: Priority,
+    ) -> Result<()> {
+        let h = self.head_index(kind);
+        let g = self.p.geometry;
+        let len = self.p.align(node_len);
+        let bs = g.block_size();
+        // Nodes that fit between offset `off` and the end of a block, keeping one page (NOR:
+        // one program unit) free so that a final flush never has to open a block.
+        let fits = |off: u32| -> u32 {
+            match g.kind {
+                FlashKind::Nand => {
+                    let start = off.div_ceil(g.page_size) * g.page_size;
+                    let pages = (bs.saturating_sub(start) / g.page_size).saturating_sub(1);
+                    pages * (g.page_size / len.max(1))
+                }
+                FlashKind::Nor => bs.saturating_sub(off + self.p.unit()) / len.max(1),
+            }
+        };
+        let per_block = fits(0);
+        if per_block == 0 {
+            return Err(Error::NoSpace);
+        }
+        let here = if self.heads[h].is_open() {
+            fits(self.heads[h].off)
+        } else {
+            0
+        };
+        let ready = self.heads.preopened[h].len() as u32;
+        let need = nodes.saturating_sub(here).div_ceil(per_block);
+        if need > ready {
+            let more = need - ready;
+            let mut fresh = Vec::with_capacity(more as usize);
+            for _ in 0..more {
+                fresh.push(self.alloc_block(kind, prio)?);
+            }
+            // `open_block` pops from the end: keep the earliest allocated first in line.
+            fresh.reverse();
+            let mut rest = core::mem::take(&mut self.heads.preopened[h]);
+            fresh.append(&mut rest);
+            self.heads.preopened[h] = fresh;
+        }
+        Ok(())
+    }
+
+    /// A durability barrier: everything programmed so far may now be needed after a power cut
+    /// (a journal page or a checkpoint was just programmed). On paired-page NAND the upper
+    /// pages of what every head has programmed are off limits from now on: a program cut there
+    /// could destroy the lower page's durable data. No head holds a buffered page at a barrier
+    /// (see [`Store::program_buffered`] and the checkpoint), so every page a head starts later
+    /// is checked against this.
+    pub fn barrier(&mut self) {
+        if self.p.geometry.pairing == PagePairing::None {
+            return;
+        }
+        for h in 0..MAX_HEADS {
+            let hd = &mut self.heads[h];
+            hd.protected = hd.programmed;
+        }
+    }
+
+    /// Bytes head `kind` can still take in its open block without allocating (0 when it has
+    /// none), keeping one page (NOR: one unit) free as [`Store::ensure_room`] does.
+    pub fn head_room(&self, kind: LogKind) -> u32 {
+        let hd = &self.heads[self.head_index(kind)];
+        if !hd.is_open() {
+            return 0;
+        }
+        let g = self.p.geometry;
+        let bs = g.block_size();
+        match g.kind {
+            FlashKind::Nand => {
+                let start = hd.off.div_ceil(g.page_size) * g.page_size;
+                bs.saturating_sub(start).saturating_sub(g.page_size)
+            }
+            FlashKind::Nor => bs.saturating_sub(hd.off + self.p.unit()),
+        }
+    }
+
+    /// Closes the head of log `kind` (see [`Store::close_head`]).
+    pub fn close_head_of(&mut self, kind: LogKind) -> Result<()> {
+        let h = self.head_index(kind);
+        self.close_head(h)
+    }
+
+    /// The head a log kind writes to, for callers that inspect heads.
+    pub fn head(&self, kind: LogKind) -> &Head {
+        &self.heads[self.head_index(kind)]
+    }
+}

@@ -1,0 +1,477 @@
+//! The block manager and the log heads: where every byte DFFS writes goes, and what each erase
+//! block holds.
+//!
+//! [`Store`] owns the device (through [`medium::Medium`]), the block table
+//! ([`block_table::BlockTable`]: state, owner log, live bytes, erase count and age of every
+//! block; allocation with dynamic wear leveling), the heads of every log ([`heads::Heads`]),
+//! bad-block swaps ([`bad_blocks`]), the global sequence number, and reading nodes back with
+//! CRC checks ([`read`]) and writing them ([`write`]). It must never know what a node means: it
+//! stores bytes, counts live space and hands out addresses; no journal record, directory page
+//! or inode is named here.
+
+pub(crate) mod bad_blocks;
+pub(crate) mod block_table;
+pub(crate) mod heads;
+pub(crate) mod medium;
+mod read;
+mod write;
+
+use alloc::vec::Vec;
+
+pub(crate) use bad_blocks::Remap;
+pub(crate) use block_table::{BlockInfo, BlockState, BlockTable};
+pub(crate) use heads::{Head, Heads};
+use medium::Medium;
+pub use medium::OpCounts;
+
+use crate::error::{Error, Result};
+use crate::format::node::NodeBuilder;
+use crate::format::params::{Addr, LogKind, Params, NODE_HEADER};
+use dffs_flash::{EccStatus, Flash, FlashError};
+
+/// Who is asking for a block. Each level has a floor of free blocks it must leave (set by the
+/// file system's budget, see [`Store::set_floors`]): application data leaves the reserve,
+/// journal appends and GC copies leave what a checkpoint needs, and a checkpoint (which is what
+/// gives blocks back) may take the last ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Priority {
+    /// Writes on behalf of the application.
+    User,
+    /// Journal appends, garbage-collection copies.
+    Log,
+    /// A spare for a block that failed a program (may use the bad-block spares).
+    Spare,
+    /// Checkpoints (may use every block). Outside a checkpoint (see
+    /// [`Store::set_checkpointing`]) it counts as [`Priority::Log`]: only a checkpoint gives
+    /// blocks back, so only a checkpoint may take the last ones.
+    Reserve,
+}
+
+/// Bytes of a data node header (type `Data`) before its payload.
+pub const DATA_HEADER: u32 = NODE_HEADER + 16;
+
+/// Blocks, heads and the device.
+pub(crate) struct Store<F: Flash> {
+    /// The device.
+    medium: Medium<F>,
+    /// Format parameters.
+    p: Params,
+    /// Per logical block records.
+    table: BlockTable,
+    /// Swapped-out bad blocks.
+    remaps: Vec<Remap>,
+    /// Swaps not yet recorded in the journal, oldest first.
+    new_remaps: Vec<Remap>,
+    /// Open blocks, indexed by head number.
+    heads: Heads,
+    /// Next sequence number to hand out.
+    seq: u64,
+    /// Checkpoint counter (ages blocks).
+    cp_number: u64,
+    /// No writes allowed.
+    read_only: bool,
+    /// Set while the journal is replayed: replay must never write (a write would land on
+    /// blocks the rest of the journal may still reference).
+    replaying: bool,
+    /// Free blocks [`Priority::Log`] allocations must leave.
+    floor_log: u32,
+    /// Free blocks [`Priority::User`] allocations must leave.
+    floor_user: u32,
+    /// Free blocks [`Priority::Spare`] allocations must leave.
+    floor_spare: u32,
+    /// A checkpoint is being written: [`Priority::Reserve`] may take the last blocks.
+    checkpointing: bool,
+    /// A node to write (and make durable) into a log, one page after where its head stands,
+    /// before the session's first program (the journal's session marker; see
+    /// [`Store::set_first_program`]).
+    first_program: Option<(LogKind, NodeBuilder)>,
+}
+
+impl<F: Flash> Store<F> {
+    /// A store over `flash` with parameters `p` and an all-free block table.
+    pub fn new(flash: F, p: Params) -> Store<F> {
+        let g = p.geometry;
+        Store {
+            medium: Medium::new(flash),
+            p,
+            table: BlockTable::new(g.blocks),
+            remaps: Vec::new(),
+            new_remaps: Vec::new(),
+            heads: Heads::new(),
+            seq: 1,
+            cp_number: 1,
+            read_only: false,
+            replaying: false,
+            floor_log: 0,
+            floor_user: p.gc_reserve + p.bad_reserve,
+            floor_spare: 0,
+            checkpointing: false,
+            first_program: None,
+        }
+    }
+
+    /// Sets the allocation floors of [`Priority::Spare`], [`Priority::Log`] and
+    /// [`Priority::User`] (`spare <= log <= user`).
+    pub fn set_floors(&mut self, spare: u32, log: u32, user: u32) {
+        self.floor_spare = spare;
+        self.floor_log = log.max(spare);
+        self.floor_user = user.max(self.floor_log);
+    }
+
+    /// Marks the start (`true`) and end of a checkpoint: while it is written,
+    /// [`Priority::Reserve`] allocations may take every free block.
+    pub fn set_checkpointing(&mut self, on: bool) {
+        self.checkpointing = on;
+    }
+
+    /// Free blocks journal appends and GC copies must leave.
+    pub fn log_floor(&self) -> u32 {
+        self.floor_log
+    }
+
+    /// RAM held by the store (block table, heads' buffers).
+    pub fn ram_bytes(&self) -> usize {
+        self.table.ram_bytes() + self.remaps.capacity() * 8 + self.heads.ram_bytes()
+    }
+
+    /// Physical block of a logical block.
+    pub fn phys(&self, logical: u32) -> u32 {
+        for r in &self.remaps {
+            if r.logical == logical {
+                return r.physical;
+            }
+            if r.physical == logical {
+                return r.logical;
+            }
+        }
+        logical
+    }
+
+    /// Physical byte offset of a logical byte offset.
+    fn phys_pos(&self, pos: u64) -> u64 {
+        let bs = self.p.geometry.block_size() as u64;
+        let b = (pos / bs) as u32;
+        let pb = self.phys(b);
+        pb as u64 * bs + pos % bs
+    }
+
+    /// Takes the next sequence number.
+    pub fn next_seq(&mut self) -> u64 {
+        let s = self.seq;
+        self.seq += 1;
+        s
+    }
+
+    /// Blocks in the free pool.
+    pub fn free_blocks(&self) -> u32 {
+        self.table.free_count()
+    }
+
+    /// Blocks waiting for the next checkpoint to become free.
+    pub fn pending_blocks(&self) -> u32 {
+        self.table.count(BlockState::PendingErase)
+    }
+
+    /// Blocks the application may not take (GC and bad-block reserve, and what a checkpoint
+    /// needs).
+    pub fn reserve_blocks(&self) -> u32 {
+        self.floor_user.max(self.p.gc_reserve + self.p.bad_reserve)
+    }
+
+    /// Takes a block from the free pool for log `kind` and erases it. Hot logs get the least
+    /// worn block, cold data the most worn one (dynamic wear leveling).
+    pub fn alloc_block(&mut self, kind: LogKind, prio: Priority) -> Result<u32> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        if self.replaying {
+            debug_assert!(false, "allocation during replay");
+            return Err(Error::Corrupt);
+        }
+        loop {
+            let free = self.free_blocks();
+            let floor = match prio {
+                Priority::User => self.reserve_blocks(),
+                Priority::Log => self.floor_log,
+                Priority::Spare => self.floor_spare,
+                Priority::Reserve if self.checkpointing => 0,
+                Priority::Reserve => self.floor_log,
+            };
+            if free <= floor {
+                return Err(Error::NoSpace);
+            }
+            let b = self
+                .table
+                .pick_free(kind == LogKind::DataCold)
+                .ok_or(Error::NoSpace)?;
+            debug_assert_eq!(
+                self.table.get(b).live,
+                0,
+                "allocating block {b} that holds live data: {:?} {:?}",
+                self.table.get(b).state(),
+                self.table.get(b).kind()
+            );
+            if self.table.get(b).state() == BlockState::Free && !self.erase_block(b)? {
+                continue;
+            }
+            let age = self.cp_number as u32;
+            if let Some(e) = self.table.entry(b) {
+                e.live = 0;
+                e.set(BlockState::Head, kind, age);
+            }
+            return Ok(b);
+        }
+    }
+
+    /// Sets a block's state (used by GC, checkpoints and mount).
+    pub fn set_state(&mut self, b: u32, s: BlockState) {
+        self.table.set_state(b, s);
+    }
+
+    /// Adds live bytes to the block holding `a`.
+    pub fn add_live(&mut self, a: Addr, bytes: u32) {
+        let bs = self.p.geometry.block_size();
+        self.table.add_live(self.p.block_of(a), bytes, bs);
+    }
+
+    /// Records that `bytes` at `a` are no longer live.
+    pub fn kill(&mut self, a: Addr, bytes: u32) {
+        if !self.p.addr_valid(a) {
+            return;
+        }
+        self.table.kill(self.p.block_of(a), bytes);
+    }
+    fn head_index(&self, kind: LogKind) -> usize {
+        self.p.head_of(kind)
+    }
+
+    // ----- state the layers above read and set ------------------------------------------
+
+    /// The format parameters.
+    pub fn p(&self) -> Params {
+        self.p
+    }
+
+    /// Replaces the format parameters (mount, after reading them from a checkpoint; a new
+    /// anchor).
+    pub fn set_params(&mut self, p: Params) {
+        self.p = p;
+    }
+
+    /// The next sequence number to hand out.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Sets the next sequence number (mount, replay).
+    pub fn set_seq(&mut self, seq: u64) {
+        self.seq = seq;
+    }
+
+    /// The checkpoint counter.
+    pub fn cp_number(&self) -> u64 {
+        self.cp_number
+    }
+
+    /// Sets the checkpoint counter.
+    pub fn set_cp_number(&mut self, n: u64) {
+        self.cp_number = n;
+    }
+
+    /// Refuses (or allows) writes.
+    pub fn set_read_only(&mut self, ro: bool) {
+        self.read_only = ro;
+    }
+
+    /// Marks the start (`true`) and end of a replay.
+    pub fn set_replaying(&mut self, on: bool) {
+        self.replaying = on;
+    }
+
+    /// Device operations issued so far.
+    pub fn counts(&self) -> OpCounts {
+        self.medium.counts
+    }
+
+    /// The device.
+    pub fn flash(&self) -> &F {
+        &self.medium.flash
+    }
+
+    /// The device, mutably (for inspection: simulated time, counters).
+    pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.medium.flash
+    }
+
+    /// Gives the device back.
+    pub fn into_flash(self) -> F {
+        self.medium.flash
+    }
+
+    /// The oldest block (logical) whose reads needed ECC correction or a retry, taken off the
+    /// scrub list.
+    pub fn take_scrub_candidate(&mut self) -> Option<u32> {
+        if self.medium.scrub.is_empty() {
+            return None;
+        }
+        let pb = self.medium.scrub.remove(0);
+        // The list holds physical blocks: a swapped block's logical number is its partner's.
+        Some(self.phys(pb))
+    }
+
+    /// Block `b`'s record.
+    pub fn block(&self, b: u32) -> BlockInfo {
+        self.table.get(b)
+    }
+
+    /// Replaces block `b`'s record.
+    pub fn set_block(&mut self, b: u32, e: BlockInfo) {
+        self.table.set(b, e);
+    }
+
+    /// Every block's number and record.
+    pub fn blocks(&self) -> impl Iterator<Item = (u32, BlockInfo)> + '_ {
+        self.table.iter()
+    }
+
+    /// Number of blocks.
+    pub fn block_count(&self) -> u32 {
+        self.table.len()
+    }
+
+    /// Replaces the whole block table (mount).
+    pub fn load_table(&mut self, blocks: Vec<BlockInfo>) {
+        self.table = BlockTable::from_records(blocks);
+    }
+
+    /// A copy of every block's record.
+    pub fn table_snapshot(&self) -> Vec<BlockInfo> {
+        self.table.snapshot()
+    }
+
+    /// The heads.
+    pub fn heads(&self) -> &Heads {
+        &self.heads
+    }
+
+    /// Head number `h`.
+    pub fn head_at(&self, h: usize) -> &Head {
+        &self.heads[h]
+    }
+
+    /// Sets head number `h` (mount: continue where a checkpoint left it).
+    pub fn set_head(&mut self, h: usize, head: Head) {
+        self.heads[h] = head;
+    }
+
+    /// The remap table (bad-block swaps).
+    pub fn remaps(&self) -> &[Remap] {
+        &self.remaps
+    }
+
+    /// Replaces the remap table (mount: a checkpoint's list).
+    pub fn set_remaps(&mut self, r: Vec<Remap>) {
+        self.remaps = r;
+    }
+
+    /// Swaps made since the last call, oldest first (for the journal to record).
+    pub fn take_new_remaps(&mut self) -> Vec<Remap> {
+        core::mem::take(&mut self.new_remaps)
+    }
+
+    /// Forgets the swaps not yet journaled (a checkpoint records the whole table).
+    pub fn clear_new_remaps(&mut self) {
+        self.new_remaps.clear();
+    }
+
+    /// Applies a swap found in the journal: logical `logical` lives on `physical`, and the
+    /// logical block `physical` is bad.
+    pub fn apply_remap(&mut self, logical: u32, physical: u32) {
+        let blocks = self.p.geometry.blocks;
+        if logical >= blocks
+            || physical >= blocks
+            || self
+                .remaps
+                .iter()
+                .any(|r| r.logical == logical && r.physical == physical)
+        {
+            return;
+        }
+        self.remaps.retain(|r| {
+            r.logical != logical
+                && r.physical != logical
+                && r.logical != physical
+                && r.physical != physical
+        });
+        if logical != physical {
+            self.remaps.push(Remap { logical, physical });
+        }
+        let e = self.table.get(physical);
+        self.table.set(
+            physical,
+            BlockInfo::new(BlockState::Bad, LogKind::DataHot, e.ec, 0, 0),
+        );
+    }
+
+    /// Before the next program of any kind, node `nb` goes into log `kind`, one page after
+    /// where its head stands (the page in between stays unused), and is made durable (`None`:
+    /// nothing). The journal's session marker: the store writes it without knowing what it
+    /// is.
+    pub fn set_first_program(&mut self, first: Option<(LogKind, NodeBuilder)>) {
+        self.first_program = first;
+    }
+
+    /// Whether a first-program node is still waiting (nothing has been programmed since it
+    /// was set).
+    pub fn first_program_pending(&self) -> bool {
+        self.first_program.is_some()
+    }
+
+    /// Writes the first-program node if one is waiting (every writer calls this first).
+    pub fn program_first(&mut self) -> Result<()> {
+        if self.replaying {
+            return Ok(());
+        }
+        if let Some((kind, nb)) = self.first_program.take() {
+            self.skip_past_next_page(kind)?;
+            self.write_node(kind, nb, Priority::Reserve)?;
+            self.flush(kind)?;
+        }
+        Ok(())
+    }
+
+    // ----- raw access for the anchors (checkpoint slots) ----------------------------------
+
+    /// Reads `buf.len()` bytes at logical byte offset `pos` straight from flash (no head
+    /// buffers), returning the ECC status.
+    pub fn read_raw(&mut self, pos: u64, buf: &mut [u8]) -> Result<EccStatus> {
+        let pp = self.phys_pos(pos);
+        self.medium.read_status(pp, buf)
+    }
+
+    /// Programs `data` (and `oob` on NAND) at logical byte offset `pos`, outside any head.
+    pub fn program_raw(
+        &mut self,
+        pos: u64,
+        data: &[u8],
+        oob: &[u8],
+    ) -> core::result::Result<(), FlashError> {
+        let pp = self.phys_pos(pos);
+        self.medium.program(pp, data, oob)
+    }
+
+    /// Erases logical block `b` outside the allocator (an anchor), counting the erase.
+    pub fn erase_raw(&mut self, b: u32) -> core::result::Result<(), FlashError> {
+        let pb = self.phys(b);
+        if let Some(e) = self.table.entry(b) {
+            e.ec = e.ec.saturating_add(1);
+        }
+        self.medium.erase(pb)
+    }
+
+    /// Whether the device marks block `b` bad (format).
+    pub fn device_says_bad(&mut self, b: u32) -> Result<bool> {
+        let pb = self.phys(b);
+        self.medium.flash.is_bad(pb).map_err(Error::from)
+    }
+}

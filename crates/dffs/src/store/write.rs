@@ -1,0 +1,488 @@
+//! Writing into the logs: nodes appended to a head (buffered per NAND page, programmed once),
+//! compressed data nodes that run on over pages, raw NAND data pages with their OOB tag, NOR
+//! data nodes, and the flushes that make a head's buffered page durable.
+//!
+//! Owns where in a head's block the next bytes go (`make_room`: page boundaries, paired upper
+//! pages to skip, a new block when the head is full) and the order of programs (a journal page
+//! is programmed only after the data pages it may point at). It must never decide what is
+//! written or when: callers pass finished nodes.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::heads::Head;
+use super::{BlockState, Priority, Store, DATA_HEADER};
+use crate::error::{Error, Result};
+use crate::format::codec::crc32c;
+use crate::format::node::{NodeBuilder, OobTag, OOB_TAG_LEN, TAG_DATA};
+use crate::format::params::{Addr, LogKind};
+use dffs_flash::{Flash, FlashKind, PagePairing};
+
+impl<F: Flash> Store<F> {
+    /// Opens a new block for head `h` (journal heads continue in their reserved block and
+    /// begin it with a link record).
+    fn open_block(&mut self, h: usize, kind: LogKind, prio: Priority) -> Result<()> {
+        if kind == LogKind::Journal {
+            // The journal writer moves the journal into its reserved block itself (the new
+            // block must begin with a link record): it never lets the store run out of room.
+            return Err(Error::Internal);
+        }
+        let b = match self.heads.preopened[h].pop() {
+            Some(b) => b,
+            None => self.alloc_block(kind, prio)?,
+        };
+        self.heads[h] = Head {
+            block: b,
+            ..Head::empty()
+        };
+        Ok(())
+    }
+
+    /// Where head `h` would put `len` bytes without allocating: the offset in its block, after
+    /// leaving a started page when the bytes must stay in one page (`span` false) and skipping
+    /// upper pages whose lower page is protected (paired-page NAND); `None` when its block
+    /// cannot take them (or the head has none).
+    fn placement(&self, h: usize, len: u32, span: bool) -> Option<u32> {
+        let g = self.p.geometry;
+        let ps = g.page_size;
+        let hd = &self.heads[h];
+        if !hd.is_open() {
+            return None;
+        }
+        let mut off = hd.off;
+        loop {
+            if off + len > g.block_size() {
+                return None;
+            }
+            if g.kind == FlashKind::Nor {
+                return Some(off);
+            }
+            if !span && off % ps + len > ps {
+                off = (off / ps + 1) * ps;
+                continue;
+            }
+            if g.pairing != PagePairing::None {
+                let first_new = off.div_ceil(ps);
+                let last = (off + len.max(1) - 1) / ps;
+                let upper = (first_new..=last)
+                    .find(|&pg| g.pairing.lower_of(pg).is_some_and(|l| l < hd.protected));
+                if let Some(u) = upper {
+                    off = (u + 1) * ps;
+                    continue;
+                }
+            }
+            return Some(off);
+        }
+    }
+
+    /// Whether log `kind`'s head needs a new block for a node of `len` bytes (the journal
+    /// writer moves the journal itself; see [`Store::open_head_in`]).
+    pub fn needs_new_block(&self, kind: LogKind, len: u32) -> bool {
+        let h = self.head_index(kind);
+        self.placement(h, self.p.align(len), false).is_none()
+    }
+
+    /// Makes head `h` (of log `kind`) ready to take `len` bytes at its offset (see
+    /// [`Store::placement`]): a started page the bytes cannot use is programmed and left, pages
+    /// that must not be programmed are skipped, and a head whose block cannot take them moves
+    /// to a new block.
+    fn make_room(
+        &mut self,
+        h: usize,
+        kind: LogKind,
+        prio: Priority,
+        len: u32,
+        span: bool,
+    ) -> Result<()> {
+        for _ in 0..2 {
+            match self.placement(h, len, span) {
+                Some(off) => {
+                    let cur = self.heads[h].off;
+                    if off != cur {
+                        if cur % self.p.geometry.page_size != 0 {
+                            self.finish_page(h)?;
+                        }
+                        self.heads[h].off = off;
+                    }
+                    return Ok(());
+                }
+                None => {
+                    if self.heads[h].is_open() {
+                        self.close_head(h)?;
+                    }
+                    self.open_block(h, kind, prio)?;
+                }
+            }
+        }
+        Err(Error::Internal)
+    }
+
+    /// Opens log `kind`'s head in block `b` (the journal's reserved next block), closing the
+    /// block it had.
+    pub fn open_head_in(&mut self, kind: LogKind, b: u32) -> Result<()> {
+        let h = self.head_index(kind);
+        if self.heads[h].is_open() {
+            self.close_head(h)?;
+        }
+        let age = self.cp_number as u32;
+        if let Some(e) = self.table.entry(b) {
+            e.live = 0;
+            e.set(BlockState::Head, kind, age);
+        }
+        self.heads[h] = Head {
+            block: b,
+            ..Head::empty()
+        };
+        Ok(())
+    }
+
+    /// Leaves the rest of log `kind`'s current page (NOR: program page) and the whole next one
+    /// unused: the session marker's place (see the journal writer). Closes the head when that
+    /// leaves its block.
+    pub fn skip_past_next_page(&mut self, kind: LogKind) -> Result<()> {
+        let h = self.head_index(kind);
+        if !self.heads[h].is_open() {
+            return Ok(());
+        }
+        let g = self.p.geometry;
+        let ps = g.page_size;
+        let skip = (self.heads[h].off.div_ceil(ps) + 1) * ps;
+        self.heads[h].buf = Vec::new();
+        if skip >= g.block_size() {
+            self.close_head(h)?;
+        } else {
+            self.heads[h].off = skip;
+        }
+        Ok(())
+    }
+
+    /// Appends a node to log `kind`. The node must fit in one page on NAND (fixed-size page
+    /// nodes are placed at a page boundary). Returns its address.
+    pub fn write_node(&mut self, kind: LogKind, nb: NodeBuilder, prio: Priority) -> Result<Addr> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.program_first()?;
+        let h = self.head_index(kind);
+        let len = self.p.align(nb.w.len() as u32);
+        let g = self.p.geometry;
+        if g.kind == FlashKind::Nand && len > g.page_size {
+            return Err(Error::Invalid);
+        }
+        self.make_room(h, kind, prio, len, false)?;
+        let a = self.append_bytes_in_block(h, kind, nb)?;
+        self.add_live(a, len);
+        Ok(a)
+    }
+
+    /// Appends a compressed data node to data log `kind` and credits its block with `credit`
+    /// live bytes. Unlike [`Store::write_node`], on NAND the node may run on over the following
+    /// pages (it never leaves its erase block), so pages stay full however the compressed
+    /// sizes fall. Returns its address.
+    pub fn write_spanning_node(
+        &mut self,
+        kind: LogKind,
+        nb: NodeBuilder,
+        credit: u32,
+        prio: Priority,
+    ) -> Result<Addr> {
+        let g = self.p.geometry;
+        if g.kind == FlashKind::Nor || !kind.is_data() {
+            let len = self.p.align(nb.w.len() as u32);
+            let a = self.write_node(kind, nb, prio)?;
+            self.kill(a, len);
+            self.add_live(a, credit);
+            return Ok(a);
+        }
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.program_first()?;
+        let h = self.head_index(kind);
+        let len = self.p.align(nb.w.len() as u32);
+        if len > g.block_size() {
+            return Err(Error::Invalid);
+        }
+        self.make_room(h, kind, prio, len, true)?;
+        let seq = self.next_seq();
+        let bytes = nb.finish(seq, self.p.unit());
+        let bs = g.block_size() as u64;
+        let block = self.heads[h].block;
+        let a = self.p.addr_of(block as u64 * bs + self.heads[h].off as u64);
+        let mut done = 0usize;
+        while done < bytes.len() {
+            let off = self.heads[h].off;
+            let page_off = off - off % g.page_size;
+            let head = &mut self.heads[h];
+            if head.buf.is_empty() || head.buf_page != page_off {
+                head.buf = vec![0u8; g.page_size as usize];
+                head.buf_page = page_off;
+                head.buf_prog = 0;
+            }
+            let o = (off - page_off) as usize;
+            let n = (g.page_size as usize - o).min(bytes.len() - done);
+            head.buf[o..o + n].copy_from_slice(&bytes[done..done + n]);
+            head.off += n as u32;
+            done += n;
+            if head.off - page_off == g.page_size {
+                self.finish_page(h)?;
+            }
+        }
+        self.add_live(a, credit);
+        if self.heads[h].is_open() && self.heads[h].off >= g.block_size() {
+            self.close_head(h)?;
+        }
+        Ok(a)
+    }
+
+    /// Places a finished node into head `h` at its current offset (room already checked).
+    fn append_bytes_in_block(&mut self, h: usize, _kind: LogKind, nb: NodeBuilder) -> Result<Addr> {
+        let seq = self.next_seq();
+        let bytes = nb.finish(seq, self.p.unit());
+        let g = self.p.geometry;
+        let bs = g.block_size() as u64;
+        let head_block = self.heads[h].block;
+        let off = self.heads[h].off;
+        let a = self.p.addr_of(head_block as u64 * bs + off as u64);
+        match g.kind {
+            FlashKind::Nor => {
+                let pos = self.phys_pos(head_block as u64 * bs + off as u64);
+                self.program_with_recovery(h, pos, &bytes, &[])?;
+                self.heads[h].off += bytes.len() as u32;
+            }
+            FlashKind::Nand => {
+                let page_off = off - off % g.page_size;
+                let head = &mut self.heads[h];
+                if head.buf.is_empty() || head.buf_page != page_off {
+                    head.buf = vec![0u8; g.page_size as usize];
+                    head.buf_page = page_off;
+                    head.buf_prog = 0;
+                }
+                let o = (off - page_off) as usize;
+                head.buf[o..o + bytes.len()].copy_from_slice(&bytes);
+                head.off += bytes.len() as u32;
+                if head.off - page_off == g.page_size {
+                    self.finish_page(h)?;
+                }
+            }
+        }
+        Ok(a)
+    }
+
+    /// NAND: programs whatever of the buffered page is not yet programmed, pads the rest of
+    /// the page, and moves the head to the next page.
+    fn finish_page(&mut self, h: usize) -> Result<()> {
+        let g = self.p.geometry;
+        if g.kind == FlashKind::Nor || self.heads[h].buf.is_empty() {
+            return Ok(());
+        }
+        let fill = self.heads[h].off - self.heads[h].buf_page;
+        if fill > self.heads[h].buf_prog {
+            let end = fill.div_ceil(g.program_unit) * g.program_unit;
+            self.program_buffered(h, end)?;
+        }
+        let head = &mut self.heads[h];
+        head.off = head.buf_page + g.page_size;
+        head.buf = Vec::new();
+        Ok(())
+    }
+
+    /// Programs the buffered page from `buf_prog` up to `end` (a program-unit multiple).
+    ///
+    /// Before a journal page is programmed, the data heads' buffered pages are: compressed data
+    /// nodes share pages and wait in those buffers, and a journal record must never become
+    /// durable before the data it points at.
+    fn program_buffered(&mut self, h: usize, end: u32) -> Result<()> {
+        let journal = h == self.head_index(LogKind::Journal);
+        let paired = self.p.geometry.pairing != PagePairing::None;
+        if journal {
+            // On paired-page NAND a journal program is a barrier (see `Store::barrier`): no
+            // other head may hold a started page then. Elsewhere only the data heads matter.
+            for oh in 0..self.p.head_count() {
+                let data = oh == self.head_index(LogKind::DataHot)
+                    || oh == self.head_index(LogKind::DataCold);
+                let hd = &self.heads[oh];
+                if oh != h
+                    && (data || paired)
+                    && hd.is_open()
+                    && !hd.buf.is_empty()
+                    && hd.off - hd.buf_page > hd.buf_prog
+                {
+                    self.flush_head(oh)?;
+                }
+            }
+        }
+        let g = self.p.geometry;
+        let (block, page_off, start) = {
+            let hd = &self.heads[h];
+            (hd.block, hd.buf_page, hd.buf_prog)
+        };
+        if end <= start {
+            return Ok(());
+        }
+        let bs = g.block_size() as u64;
+        let pos = block as u64 * bs + page_off as u64 + start as u64;
+        let data = self.heads[h].buf[start as usize..end as usize].to_vec();
+        let tag;
+        let oob: &[u8] = if start == 0 {
+            tag = OobTag::nodes(self.seq).encode();
+            &tag[..OOB_TAG_LEN.min(g.oob_free_len as usize)]
+        } else {
+            &[]
+        };
+        let ppos = self.phys_pos(pos);
+        self.program_with_recovery(h, ppos, &data, oob)?;
+        let hd = &mut self.heads[h];
+        hd.buf_prog = end;
+        if journal {
+            self.barrier();
+        }
+        Ok(())
+    }
+
+    /// Makes everything written to log `kind` durable (NAND: programs the partly filled page;
+    /// later nodes continue after it in the same page while the NOP limit allows).
+    pub fn flush(&mut self, kind: LogKind) -> Result<()> {
+        let h = self.head_index(kind);
+        self.flush_head(h)
+    }
+    pub(super) fn flush_head(&mut self, h: usize) -> Result<()> {
+        let g = self.p.geometry;
+        if g.kind == FlashKind::Nor || !self.heads[h].is_open() || self.heads[h].buf.is_empty() {
+            return Ok(());
+        }
+        let fill = self.heads[h].off - self.heads[h].buf_page;
+        if fill <= self.heads[h].buf_prog {
+            return Ok(());
+        }
+        let end = fill.div_ceil(g.program_unit) * g.program_unit;
+        self.program_buffered(h, end)?;
+        let hd = &mut self.heads[h];
+        // A page that holds durable data is never programmed again: a program cut by power
+        // loss can disturb the whole page, not only the bytes it was writing. The rest of the
+        // page stays unused.
+        if g.kind == FlashKind::Nand || end >= g.page_size {
+            hd.off = hd.buf_page + g.page_size;
+            hd.buf = Vec::new();
+            if hd.off >= g.block_size() {
+                let b = hd.block;
+                self.heads[h] = Head::empty();
+                if self.table.get(b).state() == BlockState::Head {
+                    self.table.set_state(b, BlockState::Used);
+                }
+            }
+        } else {
+            hd.off = hd.buf_page + end;
+        }
+        Ok(())
+    }
+
+    /// Flushes every head.
+    pub fn flush_all(&mut self) -> Result<()> {
+        for h in 0..self.p.head_count() {
+            self.flush_head(h)?;
+        }
+        Ok(())
+    }
+
+    /// NAND: writes one raw data page (file block `block` of inode `ino`) to log `kind`, with
+    /// its OOB tag. Returns its address.
+    pub fn write_data_page(
+        &mut self,
+        kind: LogKind,
+        ino: u32,
+        block: u32,
+        data: &[u8],
+        prio: Priority,
+    ) -> Result<Addr> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.program_first()?;
+        let g = self.p.geometry;
+        debug_assert_eq!(g.kind, FlashKind::Nand);
+        if data.len() != g.page_size as usize {
+            return Err(Error::Invalid);
+        }
+        let h = self.head_index(kind);
+        self.make_room(h, kind, prio, g.page_size, false)?;
+        let seq = self.next_seq();
+        let tag = OobTag {
+            kind: TAG_DATA,
+            flags: 0,
+            ino,
+            block,
+            seq: seq as u32,
+            data_crc: crc32c(data),
+        }
+        .encode();
+        let bs = g.block_size() as u64;
+        let pos = self.heads[h].block as u64 * bs + self.heads[h].off as u64;
+        let ppos = self.phys_pos(pos);
+        self.program_with_recovery(
+            h,
+            ppos,
+            data,
+            &tag[..OOB_TAG_LEN.min(g.oob_free_len as usize)],
+        )?;
+        let pos = self.heads[h].block as u64 * bs + self.heads[h].off as u64;
+        self.heads[h].off += g.page_size;
+        let a = self.p.addr_of(pos);
+        self.add_live(a, g.page_size);
+        if self.heads[h].off >= g.block_size() {
+            self.close_head(h)?;
+        }
+        Ok(a)
+    }
+
+    /// NOR: writes a data node, its header followed by its payload (file blocks in slots,
+    /// each with its CRC), contiguous in one block, and credits the payload as live. Returns
+    /// the address of the header; the payload starts [`DATA_HEADER`] bytes later.
+    pub fn write_data_node(
+        &mut self,
+        kind: LogKind,
+        nb: NodeBuilder,
+        payload: &[u8],
+        prio: Priority,
+    ) -> Result<Addr> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.program_first()?;
+        let g = self.p.geometry;
+        if g.kind != FlashKind::Nor {
+            return Err(Error::Invalid);
+        }
+        let h = self.head_index(kind);
+        let total = self.p.align(DATA_HEADER + payload.len() as u32);
+        if total > g.block_size() {
+            return Err(Error::Invalid);
+        }
+        if !self.heads[h].is_open() || self.heads[h].off + total > g.block_size() {
+            if self.heads[h].is_open() {
+                self.close_head(h)?;
+            }
+            self.open_block(h, kind, prio)?;
+        }
+        let seq = self.next_seq();
+        let mut bytes = nb.finish(seq, 1);
+        if bytes.len() != DATA_HEADER as usize {
+            return Err(Error::Invalid);
+        }
+        bytes.extend_from_slice(payload);
+        let unit = self.p.unit() as usize;
+        let padded = bytes.len().div_ceil(unit) * unit;
+        bytes.resize(padded, 0);
+        let bs = g.block_size() as u64;
+        let start = self.heads[h].block as u64 * bs + self.heads[h].off as u64;
+        let ppos = self.phys_pos(start);
+        self.program_with_recovery(h, ppos, &bytes, &[])?;
+        self.heads[h].off += bytes.len() as u32;
+        let a = self.p.addr_of(start);
+        self.add_live(a, payload.len() as u32);
+        if self.heads[h].off >= g.block_size() {
+            self.close_head(h)?;
+        }
+        Ok(a)
+    }
+}
