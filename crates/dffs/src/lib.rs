@@ -12,11 +12,11 @@
 extern crate alloc;
 
 pub(crate) mod checkpoint;
-pub(crate) mod dir;
 mod error;
 pub(crate) mod file;
 pub mod format;
 mod fs;
+pub(crate) mod index;
 pub(crate) mod journal;
 pub(crate) mod map;
 pub(crate) mod store;

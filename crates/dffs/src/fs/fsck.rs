@@ -17,13 +17,13 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::Fs;
-use crate::dir::name_hash;
-use crate::dir::PLACEHOLDER;
 use crate::error::{Error, Result};
 use crate::file::{blocks_for, FileNode, Index};
 use crate::format::attrs::{Ino, ROOT_INO};
 use crate::format::node::{OobTag, OOB_TAG_LEN, TAG_DATA};
 use crate::format::params::{Addr, LogKind};
+use crate::index::dir::name_hash;
+use crate::index::dir::PLACEHOLDER;
 use crate::map::MapEntry;
 use crate::store::BlockState;
 use dffs_flash::{EccStatus, Flash, FlashKind};

@@ -781,7 +781,7 @@ impl<F: Flash> Fs<F> {
                     &mut self.st,
                     &mut self.map,
                     a,
-                    crate::dir::DirPageId {
+                    crate::index::dir::DirPageId {
                         typ: h.typ,
                         ino: h.ino,
                         index,

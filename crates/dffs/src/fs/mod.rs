@@ -19,14 +19,14 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use crate::checkpoint::{self, AnchorPos, Checkpoint, ANCHOR_AREA, CP_CLEAN};
-use crate::dir::name_key;
-use crate::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
 use crate::error::{Error, Result};
 use crate::file::{FileNode, Index, IndexCache};
 use crate::format::attrs::{Attrs, Ino, Time, ROOT_INO, S_IFDIR};
 use crate::format::codec::Reader;
 use crate::format::node::{self, NodeBuilder, NodeType, OobTag, Probe};
 use crate::format::params::{Addr, FormatOptions, LogKind, Params, MAX_HEADS, NODE_HEADER};
+use crate::index::dir::name_key;
+use crate::index::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
 use crate::journal::{JournalScan, JournalWriter, Record, ScanStart, Tid};
 use crate::map::{InodeMap, MapEntry};
 use crate::store::OpCounts;

@@ -5,8 +5,6 @@
 use alloc::vec::Vec;
 
 use super::Fs;
-use crate::dir::{name_hash, name_key};
-use crate::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
 use crate::error::{Error, Result};
 use crate::file::{Content, FileNode};
 use crate::format::attrs::{
@@ -15,6 +13,8 @@ use crate::format::attrs::{
 };
 use crate::format::params::SYMLINK_MAX;
 use crate::format::params::{Addr, NAME_MAX};
+use crate::index::dir::{name_hash, name_key};
+use crate::index::dir::{DirRoot, Slot, PLACEHOLDER};
 use crate::journal::{mask, Record};
 use crate::map::MapEntry;
 use dffs_flash::Flash;
@@ -341,7 +341,7 @@ impl<F: Flash> Fs<F> {
     // ----- creation ---------------------------------------------------------------------
 
     fn check_new_name(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
-        Dirs::check_name(name)?;
+        crate::index::dir::check_name(name)?;
         self.expect_dir(parent)?;
         if self.find(parent, name)?.is_some() {
             return Err(Error::Exists);
@@ -570,7 +570,7 @@ impl<F: Flash> Fs<F> {
     ) -> Result<()> {
         self.guard(|fs| {
             fs.writable()?;
-            Dirs::check_name(new_name)?;
+            crate::index::dir::check_name(new_name)?;
             if old_name == b"." || old_name == b".." {
                 return Err(Error::Invalid);
             }
