@@ -13,12 +13,10 @@ extern crate alloc;
 
 pub(crate) mod checkpoint;
 mod error;
-pub(crate) mod file;
 pub mod format;
 mod fs;
 pub(crate) mod index;
 pub(crate) mod journal;
-pub(crate) mod map;
 pub(crate) mod store;
 
 pub use dffs_flash::{

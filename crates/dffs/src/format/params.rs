@@ -375,6 +375,11 @@ impl Params {
         }
     }
 
+    /// Address units between consecutive blocks of one contiguous write (a data slot).
+    pub const fn stride(&self) -> u32 {
+        self.data_slot() >> self.addr_shift
+    }
+
     /// Rounds `n` up to the address unit.
     pub const fn align(&self, n: u32) -> u32 {
         let u = self.unit();

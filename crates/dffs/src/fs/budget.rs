@@ -25,8 +25,8 @@
 
 use super::Fs;
 use crate::error::{Error, Result};
-use crate::file::Content;
 use crate::format::params::LogKind;
+use crate::index::file::Content;
 use crate::store::{BlockState, Priority};
 use dffs_flash::Flash;
 

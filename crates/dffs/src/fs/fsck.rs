@@ -18,13 +18,13 @@ use alloc::vec::Vec;
 
 use super::Fs;
 use crate::error::{Error, Result};
-use crate::file::{blocks_for, FileNode, Index};
 use crate::format::attrs::{Ino, ROOT_INO};
 use crate::format::node::{OobTag, OOB_TAG_LEN, TAG_DATA};
 use crate::format::params::{Addr, LogKind};
 use crate::index::dir::name_hash;
 use crate::index::dir::PLACEHOLDER;
-use crate::map::MapEntry;
+use crate::index::file::{blocks_for, FileNode};
+use crate::index::inode_map::MapEntry;
 use crate::store::BlockState;
 use dffs_flash::{EccStatus, Flash, FlashKind};
 
@@ -412,15 +412,11 @@ impl<F: Flash> Fs<F> {
             }
             return Ok(());
         }
-        let stride = Index::<F>::stride(&p);
+        let stride = p.stride();
         let mut blocks: Vec<(u32, Addr)> = Vec::new();
         let mut nodes: Vec<Addr> = Vec::new();
         let walked = {
-            let mut ix = Index {
-                st: &mut self.st,
-                cache: &mut self.icache,
-                ino: node.ino,
-            };
+            let mut ix = self.tree(node.ino);
             let c = &node.content;
             ix.walk(
                 c,

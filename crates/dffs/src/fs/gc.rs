@@ -24,13 +24,12 @@ use alloc::vec::Vec;
 
 use super::Fs;
 use crate::error::{Error, Result};
-use crate::file::Index;
 use crate::format::attrs::Ino;
 use crate::format::codec::{crc32c, Reader};
 use crate::format::compress;
 use crate::format::node::{self, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
 use crate::format::params::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
-use crate::map::MapEntry;
+use crate::index::inode_map::MapEntry;
 use crate::store::medium::READ_RETRIES;
 use crate::store::{BlockState, Priority, DATA_HEADER};
 use dffs_flash::{EccStatus, Flash, FlashKind};
@@ -712,11 +711,7 @@ impl<F: Flash> Fs<F> {
                     .and_then(|ov| ov.spilled.clone());
                 if let Some(mut sp) = spilled {
                     let moved = {
-                        let mut ix = Index {
-                            st: &mut self.st,
-                            cache: &mut self.icache,
-                            ino,
-                        };
+                        let mut ix = self.tree(ino);
                         ix.relocate(&mut sp, a, level, first)?
                     };
                     if moved {
@@ -736,11 +731,7 @@ impl<F: Flash> Fs<F> {
                         Some(n) => n,
                         None => return Ok(()),
                     };
-                    let mut ix = Index {
-                        st: &mut self.st,
-                        cache: &mut self.icache,
-                        ino,
-                    };
+                    let mut ix = self.tree(ino);
                     if ix.relocate(&mut node.content, a, level, first)? {
                         if let Some(o) = self.inos.get_mut(&ino) {
                             o.orphan = Some(node);
@@ -757,11 +748,7 @@ impl<F: Flash> Fs<F> {
                     Err(e) => return Err(e),
                 };
                 let moved = {
-                    let mut ix = Index {
-                        st: &mut self.st,
-                        cache: &mut self.icache,
-                        ino,
-                    };
+                    let mut ix = self.tree(ino);
                     ix.relocate(&mut content, a, level, first)?
                 };
                 if moved {
@@ -807,18 +794,14 @@ impl<F: Flash> Fs<F> {
 
     /// Whether (`ino`, block `b`) currently maps to `a` in its committed state or its overlay.
     fn data_refs(&mut self, ino: Ino, b: u32, a: Addr) -> Result<(bool, bool)> {
-        let stride = Index::<F>::stride(&self.st.p());
+        let stride = self.st.p().stride();
         let (ov_extents, spilled) = match self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
             Some(ov) => (ov.extents.get(b, stride) == Some(a), ov.spilled.clone()),
             None => (false, None),
         };
         let ov = match spilled {
             Some(sp) => {
-                let mut ix = Index {
-                    st: &mut self.st,
-                    cache: &mut self.icache,
-                    ino,
-                };
+                let mut ix = self.tree(ino);
                 ix.lookup(&sp, b)? == a
             }
             None => ov_extents,
@@ -840,11 +823,7 @@ impl<F: Flash> Fs<F> {
         if content.inline.is_some() {
             return Ok((false, ov));
         }
-        let mut ix = Index {
-            st: &mut self.st,
-            cache: &mut self.icache,
-            ino,
-        };
+        let mut ix = self.tree(ino);
         let committed = ix.lookup(&content, b)? == a;
         Ok((committed, ov))
     }
@@ -859,7 +838,7 @@ impl<F: Flash> Fs<F> {
         overlay: bool,
         new: Addr,
     ) -> Result<()> {
-        let stride = Index::<F>::stride(&self.st.p());
+        let stride = self.st.p().stride();
         if overlay {
             if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
                 match ov.spilled.as_mut() {
@@ -1045,7 +1024,7 @@ impl<F: Flash> Fs<F> {
             return Ok(p.align(DATA_HEADER));
         }
         let total = data_node_span(&p, bytes);
-        let stride = Index::<F>::stride(&p);
+        let stride = p.stride();
         let payload_addr = Addr(a.0 + (DATA_HEADER >> p.addr_shift));
         // Liveness of every block, then the live ones read and checked.
         let mut good: Vec<(u32, bool, bool, Vec<u8>)> = Vec::new();

@@ -11,15 +11,16 @@ use alloc::vec::Vec;
 
 use super::Fs;
 use crate::error::{Error, Result};
-use crate::file::{blocks_for, inline_limit, Content, FileNode, Index};
 use crate::format::attrs::{Ino, Time};
 use crate::format::compress::{self, DATAZ_HEADER};
 use crate::format::extents::BlockMap;
 use crate::format::extents::ExtentMap;
 use crate::format::node::{self, NodeBuilder, NodeType, OobTag, OOB_TAG_LEN};
 use crate::format::params::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
+use crate::index::file::{blocks_for, inline_limit, Content, FileNode};
+use crate::index::inode_map::MapEntry;
+use crate::index::lru::Lru;
 use crate::journal::{max_commit_extents, Record, Tid};
-use crate::map::MapEntry;
 use crate::store::{BlockInfo, BlockState, Priority, DATA_HEADER};
 use dffs_flash::{EccStatus, Flash, FlashKind};
 
@@ -119,82 +120,57 @@ struct CachedBlock {
     ino: Ino,
     block: u32,
     data: Vec<u8>,
-    dirty: bool,
-    used: u64,
 }
 
 /// Data blocks in RAM: dirty ones are written back when the cache fills or a file commits.
 pub(crate) struct DataCache {
-    blocks: Vec<CachedBlock>,
+    blocks: Lru<CachedBlock>,
     max: usize,
-    tick: u64,
 }
 
 impl DataCache {
     pub fn new(max: usize) -> DataCache {
         DataCache {
-            blocks: Vec::new(),
+            blocks: Lru::default(),
             max: max.max(1),
-            tick: 0,
         }
     }
     pub fn clear(&mut self) {
         self.blocks.clear();
     }
     pub fn ram_bytes(&self) -> usize {
-        self.blocks.capacity() * core::mem::size_of::<CachedBlock>()
-            + self.blocks.iter().map(|b| b.data.capacity()).sum::<usize>()
+        self.blocks.ram_bytes(|b| b.data.capacity())
     }
     pub fn dirty_count(&self) -> usize {
-        self.blocks.iter().filter(|b| b.dirty).count()
+        self.blocks.dirty_count()
     }
     fn find(&self, ino: Ino, block: u32) -> Option<usize> {
-        self.blocks
-            .iter()
-            .position(|b| b.ino == ino && b.block == block)
+        self.blocks.position(|b| b.ino == ino && b.block == block)
     }
     fn get(&mut self, ino: Ino, block: u32) -> Option<&[u8]> {
-        self.tick += 1;
-        let t = self.tick;
+        let t = self.blocks.bump();
         let i = self.find(ino, block)?;
-        self.blocks[i].used = t;
-        Some(&self.blocks[i].data)
+        let e = self.blocks.get_mut(i);
+        e.used = t;
+        Some(&e.item.data)
     }
     /// Drops clean blocks beyond the budget.
     fn trim_clean(&mut self) {
-        while self.blocks.len() > self.max {
-            let v = self
-                .blocks
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| !b.dirty)
-                .min_by_key(|(_, b)| b.used)
-                .map(|(i, _)| i);
-            match v {
-                Some(i) => {
-                    self.blocks.swap_remove(i);
-                }
-                None => return,
-            }
-        }
+        self.blocks.trim(self.max, |_| false);
     }
     fn put(&mut self, ino: Ino, block: u32, data: Vec<u8>, dirty: bool) {
-        self.tick += 1;
-        let t = self.tick;
+        let t = self.blocks.bump();
         match self.find(ino, block) {
             Some(i) => {
-                let b = &mut self.blocks[i];
-                b.data = data;
-                b.dirty |= dirty;
-                b.used = t;
+                let e = self.blocks.get_mut(i);
+                e.item.data = data;
+                e.dirty |= dirty;
+                e.used = t;
             }
-            None => self.blocks.push(CachedBlock {
-                ino,
-                block,
-                data,
-                dirty,
-                used: t,
-            }),
+            None => {
+                self.blocks
+                    .push_with(CachedBlock { ino, block, data }, dirty, t);
+            }
         }
         self.trim_clean();
     }
@@ -211,19 +187,19 @@ impl DataCache {
         }
         self.blocks
             .iter()
-            .filter(|b| b.dirty)
-            .min_by_key(|b| b.used)
-            .map(|b| b.ino)
+            .filter(|e| e.dirty)
+            .min_by_key(|e| e.used)
+            .map(|e| e.item.ino)
     }
     /// Dirty blocks of `ino`, in block order, marked clean.
     fn take_dirty(&mut self, ino: Ino) -> Vec<(u32, Vec<u8>)> {
         let mut v: Vec<(u32, Vec<u8>)> = self
             .blocks
             .iter_mut()
-            .filter(|b| b.ino == ino && b.dirty)
-            .map(|b| {
-                b.dirty = false;
-                (b.block, b.data.clone())
+            .filter(|e| e.item.ino == ino && e.dirty)
+            .map(|e| {
+                e.dirty = false;
+                (e.item.block, e.item.data.clone())
             })
             .collect();
         v.sort_by_key(|x| x.0);
@@ -350,7 +326,7 @@ impl<F: Flash> Fs<F> {
         ov: &Overlay,
         committed: &FileNode,
     ) -> Result<()> {
-        let stride = Index::<F>::stride(&self.st.p());
+        let stride = self.st.p().stride();
         let addrs: Vec<Addr> = match &ov.spilled {
             None => ov.extents.iter_blocks(stride).map(|x| x.1).collect(),
             Some(sp) => {
@@ -362,11 +338,7 @@ impl<F: Flash> Fs<F> {
                 let mut own = Vec::new();
                 for (b, a) in blocks {
                     let shared = committed.content.inline.is_none() && {
-                        let mut ix = Index {
-                            st: &mut self.st,
-                            cache: &mut self.icache,
-                            ino,
-                        };
+                        let mut ix = self.tree(ino);
                         ix.lookup(&committed.content, b)? == a
                     };
                     if !shared {
@@ -403,14 +375,10 @@ impl<F: Flash> Fs<F> {
     /// Where block `b` of `ino` is, ignoring the data cache.
     fn block_src(&mut self, ino: Ino, node: &FileNode, b: u32) -> Result<Src> {
         let p = self.st.p();
-        let stride = Index::<F>::stride(&p);
+        let stride = p.stride();
         if let Some(ov) = self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
             if let Some(sp) = ov.spilled.clone() {
-                let mut ix = Index {
-                    st: &mut self.st,
-                    cache: &mut self.icache,
-                    ino,
-                };
+                let mut ix = self.tree(ino);
                 let a = ix.lookup(&sp, b)?;
                 return Ok(if a.is_none() { Src::Hole } else { Src::At(a) });
             }
@@ -426,11 +394,7 @@ impl<F: Flash> Fs<F> {
         if node.content.inline.is_some() {
             return Ok(Src::Hole);
         }
-        let mut ix = Index {
-            st: &mut self.st,
-            cache: &mut self.icache,
-            ino,
-        };
+        let mut ix = self.tree(ino);
         let a = ix.lookup(&node.content, b)?;
         Ok(if a.is_none() { Src::Hole } else { Src::At(a) })
     }
@@ -608,7 +572,7 @@ impl<F: Flash> Fs<F> {
             return Err(Error::Corrupt);
         }
         // NOR: extend the run while the next block follows contiguously and is not cached.
-        let stride = Index::<F>::stride(&p);
+        let stride = p.stride();
         let mut count = 1usize;
         while (count + 1) * bs <= dst.len() && count < 64 {
             let nb = b + count as u32;
@@ -789,7 +753,7 @@ impl<F: Flash> Fs<F> {
             return Ok(());
         }
         let p = self.st.p();
-        let stride = Index::<F>::stride(&p);
+        let stride = p.stride();
         let bs = p.data_block as usize;
         let bytes = dirty.len() as u64 * (p.data_slot() as u64 + DATA_HEADER as u64);
         let blocks = bytes.div_ceil(p.geometry.block_size() as u64) as u32;
@@ -926,11 +890,7 @@ impl<F: Flash> Fs<F> {
         if c.content.inline.is_some() {
             return Ok(false);
         }
-        let mut ix = Index {
-            st: &mut self.st,
-            cache: &mut self.icache,
-            ino,
-        };
+        let mut ix = self.tree(ino);
         Ok(ix.lookup(&c.content, b)? == a)
     }
 
@@ -938,7 +898,7 @@ impl<F: Flash> Fs<F> {
     /// pending list grows).
     fn record_spilled_writes(&mut self, ino: Ino, written: &[(u32, u32, Addr)]) -> Result<()> {
         let p = self.st.p();
-        let stride = Index::<F>::stride(&p);
+        let stride = p.stride();
         let mut sp = match self
             .inos
             .get_mut(&ino)
@@ -953,11 +913,7 @@ impl<F: Flash> Fs<F> {
             for k in 0..count {
                 let b = first + k;
                 let old = {
-                    let mut ix = Index {
-                        st: &mut self.st,
-                        cache: &mut self.icache,
-                        ino,
-                    };
+                    let mut ix = self.tree(ino);
                     ix.lookup(&sp, b)?
                 };
                 // The update's own earlier copy dies now; a committed block dies at commit.
@@ -971,11 +927,7 @@ impl<F: Flash> Fs<F> {
             self.kill_data(a);
         }
         if sp.pending.len() > self.cfg.overlay_extents {
-            let mut ix = Index {
-                st: &mut self.st,
-                cache: &mut self.icache,
-                ino,
-            };
+            let mut ix = self.tree(ino);
             ix.fold(&mut sp)?;
         }
         if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
@@ -990,7 +942,7 @@ impl<F: Flash> Fs<F> {
     /// without touching the other).
     fn spill(&mut self, ino: Ino) -> Result<()> {
         let p = self.st.p();
-        let stride = Index::<F>::stride(&p);
+        let stride = p.stride();
         let committed = self.committed(ino)?;
         let (trunc_to, extents) = match self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
             Some(ov) if ov.spilled.is_none() && ov.inline.is_none() => {
@@ -1004,11 +956,7 @@ impl<F: Flash> Fs<F> {
             let c = &committed.content;
             let mut blocks: Vec<(u32, Addr)> = Vec::new();
             {
-                let mut ix = Index {
-                    st: &mut self.st,
-                    cache: &mut self.icache,
-                    ino,
-                };
+                let mut ix = self.tree(ino);
                 ix.walk(
                     c,
                     &mut |b, a| {
@@ -1034,11 +982,7 @@ impl<F: Flash> Fs<F> {
             ..Content::default()
         };
         {
-            let mut ix = Index {
-                st: &mut self.st,
-                cache: &mut self.icache,
-                ino,
-            };
+            let mut ix = self.tree(ino);
             ix.fold(&mut sp)?;
         }
         if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
@@ -1119,7 +1063,7 @@ impl<F: Flash> Fs<F> {
     fn truncate_open(&mut self, ino: Ino, size: u64) -> Result<()> {
         let p = self.st.p();
         let bs = p.data_block as u64;
-        let stride = Index::<F>::stride(&p);
+        let stride = p.stride();
         let now = self.now();
         let node = self.committed(ino)?;
         let limit = inline_limit(&p, node.names_len()) as u64;
@@ -1159,11 +1103,7 @@ impl<F: Flash> Fs<F> {
                     .filter(|(b, a)| *b >= keep && !a.is_none())
                     .collect();
                 {
-                    let mut ix = Index {
-                        st: &mut self.st,
-                        cache: &mut self.icache,
-                        ino,
-                    };
+                    let mut ix = self.tree(ino);
                     let c = &sp;
                     ix.walk(
                         c,
@@ -1238,11 +1178,7 @@ impl<F: Flash> Fs<F> {
         // A spilled update commits its whole block map at once.
         let map = match ov.spilled.take() {
             Some(mut sp) => {
-                let mut ix = Index {
-                    st: &mut self.st,
-                    cache: &mut self.icache,
-                    ino,
-                };
+                let mut ix = self.tree(ino);
                 if let Err(e) = ix.fold(&mut sp) {
                     ov.spilled = Some(sp);
                     if let Some(o) = self.inos.get_mut(&ino) {
@@ -1310,7 +1246,7 @@ impl<F: Flash> Fs<F> {
         let mut recs = Vec::new();
         for (i, chunk) in all.chunks(per).enumerate() {
             let mut e = ExtentMap::new();
-            let stride = Index::<F>::stride(&self.st.p());
+            let stride = self.st.p().stride();
             for x in chunk {
                 e.insert(x.first, x.count, x.addr, stride);
             }
@@ -1364,7 +1300,7 @@ impl<F: Flash> Fs<F> {
         };
         let ino = *ino;
         let p = self.st.p();
-        let stride = Index::<F>::stride(&p);
+        let stride = p.stride();
         let orphan = self
             .inos
             .get(&ino)
@@ -1402,11 +1338,7 @@ impl<F: Flash> Fs<F> {
             let (old_blocks, old_nodes) = self.mapped(ino, &old)?;
             for (b, a) in &old_blocks {
                 let now = {
-                    let mut ix = Index {
-                        st: &mut self.st,
-                        cache: &mut self.icache,
-                        ino,
-                    };
+                    let mut ix = self.tree(ino);
                     ix.lookup(&new, *b)?
                 };
                 if now != *a {
@@ -1447,11 +1379,7 @@ impl<F: Flash> Fs<F> {
                 node.content = Content::default();
             }
             {
-                let mut ix = Index {
-                    st: &mut self.st,
-                    cache: &mut self.icache,
-                    ino,
-                };
+                let mut ix = self.tree(ino);
                 if let Some(t) = trunc_to {
                     let keep = blocks_for(*t, p.data_block).min(u32::MAX as u64) as u32;
                     dead.extend(
@@ -1509,11 +1437,7 @@ impl<F: Flash> Fs<F> {
         node.attrs.ctime = *ctime;
         // Keep RAM bounded: fold a long list of changes into the index now.
         if !self.replaying && node.content.pending.len() > self.cfg.overlay_extents.max(16) {
-            let mut ix = Index {
-                st: &mut self.st,
-                cache: &mut self.icache,
-                ino,
-            };
+            let mut ix = self.tree(ino);
             ix.fold(&mut node.content)?;
         }
         if orphan {
@@ -1530,18 +1454,14 @@ impl<F: Flash> Fs<F> {
     /// Every (block, address) a content maps (pending changes and truncation applied) and
     /// every index node of its tree. Reads only.
     fn mapped(&mut self, ino: Ino, c: &Content) -> Result<Mapped> {
-        let stride = Index::<F>::stride(&self.st.p());
+        let stride = self.st.p().stride();
         let mut blocks = Vec::new();
         let mut nodes = Vec::new();
         if c.inline.is_some() {
             return Ok((blocks, nodes));
         }
         {
-            let mut ix = Index {
-                st: &mut self.st,
-                cache: &mut self.icache,
-                ino,
-            };
+            let mut ix = self.tree(ino);
             ix.walk(
                 c,
                 &mut |b, a| {

@@ -20,15 +20,15 @@ use alloc::vec::Vec;
 
 use crate::checkpoint::{self, AnchorPos, Checkpoint, ANCHOR_AREA, CP_CLEAN};
 use crate::error::{Error, Result};
-use crate::file::{FileNode, Index, IndexCache};
 use crate::format::attrs::{Attrs, Ino, Time, ROOT_INO, S_IFDIR};
 use crate::format::codec::Reader;
 use crate::format::node::{self, NodeBuilder, NodeType, OobTag, Probe};
 use crate::format::params::{Addr, FormatOptions, LogKind, Params, MAX_HEADS, NODE_HEADER};
 use crate::index::dir::name_key;
 use crate::index::dir::{DirRoot, Dirs, Slot, PLACEHOLDER};
+use crate::index::file::{FileNode, IndexCache, IndexTree};
+use crate::index::inode_map::{InodeMap, MapEntry};
 use crate::journal::{JournalScan, JournalWriter, Record, ScanStart, Tid};
-use crate::map::{InodeMap, MapEntry};
 use crate::store::OpCounts;
 use crate::store::{BlockInfo, BlockState, Priority, Store};
 use dffs_flash::{Flash, FlashKind};
@@ -783,7 +783,7 @@ impl<F: Flash> Fs<F> {
 
     fn subtract_provisional(&mut self, table: &mut [BlockInfo]) {
         let p = self.st.p();
-        let stride = Index::<F>::stride(&p);
+        let stride = p.stride();
         let mut provisional: Vec<Addr> = Vec::new();
         for oi in self.inos.values() {
             if let Some(ov) = &oi.overlay {
@@ -881,6 +881,15 @@ impl<F: Flash> Fs<F> {
     }
 
     // ----- inodes -----------------------------------------------------------------------
+
+    /// `ino`'s index tree, borrowed for one operation.
+    pub(crate) fn tree(&mut self, ino: Ino) -> IndexTree<'_, F> {
+        IndexTree {
+            st: &mut self.st,
+            cache: &mut self.icache,
+            ino,
+        }
+    }
 
     /// Reads and decodes the inode node at `a`, checking it belongs to `ino`.
     pub(crate) fn read_inode(&mut self, a: Addr, ino: Ino) -> Result<FileNode> {
@@ -1056,11 +1065,7 @@ impl<F: Flash> Fs<F> {
             _ => return Ok(()),
         };
         {
-            let mut ix = Index {
-                st: &mut self.st,
-                cache: &mut self.icache,
-                ino,
-            };
+            let mut ix = self.tree(ino);
             ix.fold(&mut node.content)?;
         }
         let nb = node.encode()?;
@@ -1105,11 +1110,7 @@ impl<F: Flash> Fs<F> {
             None => return Err(Error::Corrupt),
         };
         {
-            let mut ix = Index {
-                st: &mut self.st,
-                cache: &mut self.icache,
-                ino,
-            };
+            let mut ix = self.tree(ino);
             ix.fold(&mut node.content)?;
         }
         let nb = node.encode()?;
@@ -1129,7 +1130,7 @@ impl<F: Flash> Fs<F> {
     /// Counts every block and node of a file dead (unlink, truncate of orphans).
     pub(crate) fn free_file_space(&mut self, node: &FileNode) -> Result<()> {
         let p = self.st.p();
-        let stride = Index::<F>::stride(&p);
+        let stride = p.stride();
         let mut dead_data: Vec<Addr> = node
             .content
             .pending
@@ -1139,11 +1140,7 @@ impl<F: Flash> Fs<F> {
             .collect();
         let mut dead_nodes: Vec<Addr> = Vec::new();
         {
-            let mut ix = Index {
-                st: &mut self.st,
-                cache: &mut self.icache,
-                ino: node.ino,
-            };
+            let mut ix = self.tree(node.ino);
             let pending = &node.content.pending;
             let trunc = node.content.trunc;
             ix.walk(

@@ -6,7 +6,6 @@ use alloc::vec::Vec;
 
 use super::Fs;
 use crate::error::{Error, Result};
-use crate::file::{Content, FileNode};
 use crate::format::attrs::{
     Attrs, Ino, Time, ROOT_INO, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG,
     S_IFSOCK,
@@ -15,8 +14,9 @@ use crate::format::params::SYMLINK_MAX;
 use crate::format::params::{Addr, NAME_MAX};
 use crate::index::dir::{name_hash, name_key};
 use crate::index::dir::{DirRoot, Slot, PLACEHOLDER};
+use crate::index::file::{Content, FileNode};
+use crate::index::inode_map::MapEntry;
 use crate::journal::{mask, Record};
-use crate::map::MapEntry;
 use dffs_flash::Flash;
 
 /// Kind of a file-system object.
@@ -422,7 +422,7 @@ impl<F: Flash> Fs<F> {
                 return Err(Error::Invalid);
             }
             if target.len()
-                > SYMLINK_MAX.min(crate::file::inline_limit(&fs.st.p(), name.len()).max(64))
+                > SYMLINK_MAX.min(crate::index::file::inline_limit(&fs.st.p(), name.len()).max(64))
             {
                 return Err(Error::NameTooLong);
             }
@@ -471,7 +471,7 @@ impl<F: Flash> Fs<F> {
             fs.check_new_name(parent, name)?;
             let p = fs.st.p();
             let node = &fs.load_file(ino)?.node;
-            if node.links.len() >= crate::file::LINKS_MAX {
+            if node.links.len() >= crate::index::file::LINKS_MAX {
                 return Err(Error::TooManyLinks);
             }
             check_linked_name(&p, node, parent, name, None).map_err(|_| Error::TooManyLinks)?;
@@ -1169,7 +1169,7 @@ impl<F: Flash> Fs<F> {
                 self.expect_dir(*parent)?;
                 self.make_linked(*ino)?;
                 let c = self.files.get_mut(ino).ok_or(Error::Corrupt)?;
-                if c.node.links.len() >= crate::file::LINKS_MAX {
+                if c.node.links.len() >= crate::index::file::LINKS_MAX {
                     return Err(Error::Corrupt);
                 }
                 c.node.links.push((*parent, name.clone()));

@@ -74,6 +74,29 @@ impl<T> Lru<T> {
         self.entries.len() - 1
     }
 
+    /// Adds an entry with use tick `used` (see [`Lru::bump`]) without advancing the clock;
+    /// returns its position.
+    pub fn push_with(&mut self, item: T, dirty: bool, used: u64) -> usize {
+        self.entries.push(Entry { used, dirty, item });
+        self.entries.len() - 1
+    }
+
+    /// Advances the use clock and returns the new tick.
+    pub fn bump(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// The current tick of the use clock.
+    pub fn now(&self) -> u64 {
+        self.tick
+    }
+
+    /// The position of the first entry (bookkeeping included) that `f` accepts.
+    pub fn position_entry(&self, f: impl FnMut(&Entry<T>) -> bool) -> Option<usize> {
+        self.entries.iter().position(f)
+    }
+
     /// Entry `i`.
     pub fn get(&self, i: usize) -> &Entry<T> {
         &self.entries[i]
@@ -87,6 +110,11 @@ impl<T> Lru<T> {
     /// Every entry.
     pub fn iter(&self) -> impl Iterator<Item = &Entry<T>> {
         self.entries.iter()
+    }
+
+    /// Every entry, to change.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry<T>> {
+        self.entries.iter_mut()
     }
 
     /// Number of dirty entries.

@@ -8,4 +8,6 @@
 //! collect: the file system does.
 
 pub(crate) mod dir;
+pub(crate) mod file;
+pub(crate) mod inode_map;
 pub(crate) mod lru;

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::node::{NodeBuilder, NodeType};
 use crate::format::params::{Addr, LogKind};
-use crate::map::{InodeMap, MapEntry};
+use crate::index::inode_map::{InodeMap, MapEntry};
 use crate::store::{Priority, Store};
 use dffs_flash::Flash;
 

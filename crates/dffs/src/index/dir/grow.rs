@@ -14,7 +14,7 @@ use super::Dirs;
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::params::Addr;
-use crate::map::InodeMap;
+use crate::index::inode_map::InodeMap;
 use crate::store::Store;
 use dffs_flash::Flash;
 

@@ -26,7 +26,7 @@ use slots::{count_used, table_candidates, table_insert, table_remove};
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::params::{Addr, Params};
-use crate::map::InodeMap;
+use crate::index::inode_map::InodeMap;
 use crate::store::Store;
 use dffs_flash::Flash;
 

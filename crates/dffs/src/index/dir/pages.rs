@@ -16,8 +16,8 @@ use crate::format::attrs::Ino;
 use crate::format::codec::Reader;
 use crate::format::node::NodeType;
 use crate::format::params::{Addr, NODE_HEADER};
+use crate::index::inode_map::{InodeMap, MapEntry};
 use crate::index::lru::Lru;
-use crate::map::{InodeMap, MapEntry};
 use crate::store::Store;
 use dffs_flash::Flash;
 

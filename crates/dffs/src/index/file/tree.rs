@@ -1,280 +1,30 @@
-//! Files: inode nodes and the file index.
+//! A file's index tree: a copy-on-write radix tree of block addresses with a fan-out fixed per
+//! file system (`index_fanout`), at most four levels, each node `index_node` bytes:
 //!
-//! Owns the on-flash inode node (attributes, name, parent, size, and either inline data, direct
-//! block pointers, or the root of an index tree), the index tree itself (a copy-on-write radix
-//! tree of block addresses, fan-out fixed per file system), and [`Content`]: a file's block map
-//! plus the changes not yet folded into the tree. Folding writes new index nodes and never
-//! modifies old ones. It must never decide when to fold or commit, and never account data
-//! blocks as dead except when truncating: data liveness belongs to the file-system layer.
+//! ```text
+//!   | node header | level u8 | 0 u8 | 0 u16 | first u32 | entries: fanout x addr u32 | 0 ... |
+//!   entry k of a leaf (level 1): the address of block first + k (NONE: a hole)
+//!   entry k of an interior node: the child covering first + k * fanout^(level-1)
+//! ```
+//!
+//! Owns lookups, folding pending changes into new nodes (never changing an old one), cutting a
+//! truncated tree, walking it, and moving a node for GC, plus the cache of clean nodes. It
+//! must never decide when to fold, and never account data blocks as dead except when
+//! truncating: data liveness belongs to the file-system layer.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::content::Content;
 use crate::error::{Error, Result};
-use crate::format::attrs::{Attrs, Ino};
+use crate::format::attrs::Ino;
 use crate::format::codec::Reader;
 use crate::format::extents::ExtentMap;
 use crate::format::node::{NodeBuilder, NodeType};
-use crate::format::params::{Addr, LogKind, Params, NAME_MAX, NODE_HEADER};
+use crate::format::params::{Addr, LogKind, Params, MAX_DEPTH, NODE_HEADER};
+use crate::index::lru::Lru;
 use crate::store::{Priority, Store};
 use dffs_flash::Flash;
-
-/// Fixed bytes of an inode node body before the name.
-const INODE_FIXED: u32 = 4 + 48 + 8 + 2 + 1 + 1 + 4 + 2 + 2;
-
-/// What a file's blocks are mapped by, plus pending changes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Content {
-    /// The whole content, when the file is kept inline in its inode node.
-    pub inline: Option<Vec<u8>>,
-    /// 0: `direct` holds the block addresses; 1..: `root` is an index tree of that depth.
-    pub depth: u8,
-    /// Root of the index tree.
-    pub root: Addr,
-    /// Direct block pointers (depth 0).
-    pub direct: Vec<Addr>,
-    /// Changes not folded yet.
-    pub pending: ExtentMap,
-    /// Blocks at or beyond this are holes in the folded map (a truncation not folded yet;
-    /// `pending` may map some of them again).
-    pub trunc: Option<u32>,
-}
-
-impl Content {
-    /// An empty file kept inline.
-    pub fn empty_inline() -> Content {
-        Content {
-            inline: Some(Vec::new()),
-            depth: 0,
-            root: Addr::NONE,
-            direct: Vec::new(),
-            pending: ExtentMap::new(),
-            trunc: None,
-        }
-    }
-
-    /// Whether nothing is waiting to be folded.
-    pub fn is_folded(&self) -> bool {
-        self.pending.is_empty() && self.trunc.is_none()
-    }
-
-    /// RAM used.
-    pub fn ram_bytes(&self) -> usize {
-        self.inline.as_ref().map(|v| v.capacity()).unwrap_or(0)
-            + self.direct.capacity() * 4
-            + self.pending.ram_bytes()
-    }
-}
-
-/// A file inode (decoded inode node plus RAM bookkeeping).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileNode {
-    /// Inode number.
-    pub ino: Ino,
-    /// Parent directory.
-    pub parent: Ino,
-    /// Attributes.
-    pub attrs: Attrs,
-    /// Size in bytes.
-    pub size: u64,
-    /// Name in the parent.
-    pub name: Vec<u8>,
-    /// Data mapping.
-    pub content: Content,
-    /// Compression of data written to this file (0 none, 1 LZ4, 2 deflate).
-    pub compression: u8,
-    /// Current inode node on flash (NONE: never written).
-    pub node_addr: Addr,
-    /// Its length in bytes (aligned).
-    pub node_len: u32,
-    /// Indexed through the inode map ([`crate::map::MapEntry::Linked`]) rather than through
-    /// its parent's slot: set by the file's first hard link, and kept.
-    pub linked: bool,
-    /// The file's other names (directory, name), beyond `parent`/`name` (hard links).
-    pub links: Vec<(Ino, Vec<u8>)>,
-}
-
-impl FileNode {
-    /// Encodes the inode node (pending changes must be folded first).
-    pub fn encode(&self) -> Result<NodeBuilder> {
-        if !self.content.is_folded() {
-            return Err(Error::Invalid);
-        }
-        let c = &self.content;
-        let mut nb = NodeBuilder::new(NodeType::Inode, 0, self.ino, 128 + self.name.len());
-        let w = &mut nb.w;
-        w.u32(self.parent);
-        self.attrs.encode(w);
-        w.u64(self.size);
-        let flags =
-            c.inline.is_some() as u16 | (self.compression as u16) << 1 | (self.linked as u16) << 3;
-        w.u16(flags)
-            .u8(self.name.len() as u8)
-            .u8(c.depth)
-            .u32(c.root.0);
-        w.u16(c.direct.len() as u16);
-        w.u16(c.inline.as_ref().map(|d| d.len()).unwrap_or(0) as u16);
-        w.bytes(&self.name);
-        for a in &c.direct {
-            w.u32(a.0);
-        }
-        if let Some(d) = &c.inline {
-            w.bytes(d);
-        }
-        if self.linked {
-            if self.links.len() > LINKS_MAX {
-                return Err(Error::Invalid);
-            }
-            w.u8(self.links.len() as u8);
-            for (parent, name) in &self.links {
-                w.u32(*parent).u8(name.len() as u8).bytes(name);
-            }
-        }
-        Ok(nb)
-    }
-
-    /// Decodes an inode node body.
-    pub fn decode(
-        p: &Params,
-        ino: Ino,
-        addr: Addr,
-        node_len: u32,
-        body: &[u8],
-    ) -> Result<FileNode> {
-        let mut r = Reader::new(body);
-        let parent = r.u32()?;
-        let attrs = Attrs::decode(&mut r)?;
-        let size = r.u64()?;
-        let flags = r.u16()?;
-        let name_len = r.u8()? as usize;
-        let depth = r.u8()?;
-        let root = Addr(r.u32()?);
-        let ndirect = r.u16()? as usize;
-        let inline_len = r.u16()? as usize;
-        let name = r.take(name_len)?.to_vec();
-        if name.is_empty() || name_len > NAME_MAX || name.contains(&b'/') || name.contains(&0) {
-            return Err(Error::Corrupt);
-        }
-        let inline = flags & 1 != 0;
-        let compression = ((flags >> 1) & 3) as u8;
-        if attrs.is_dir()
-            || depth > crate::format::params::MAX_DEPTH
-            || ndirect > p.direct_ptrs as usize
-            || compression > 2
-            || flags >> 4 != 0
-        {
-            return Err(Error::Corrupt);
-        }
-        let mut direct = Vec::with_capacity(ndirect);
-        for _ in 0..ndirect {
-            direct.push(Addr(r.u32()?));
-        }
-        let data = r.take(inline_len)?.to_vec();
-        let linked = flags & 8 != 0;
-        let mut links = Vec::new();
-        if linked {
-            let n = r.u8()? as usize;
-            if n > LINKS_MAX {
-                return Err(Error::Corrupt);
-            }
-            for _ in 0..n {
-                let parent = r.u32()?;
-                let len = r.u8()? as usize;
-                let name = r.take(len)?.to_vec();
-                if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
-                    return Err(Error::Corrupt);
-                }
-                links.push((parent, name));
-            }
-        }
-        if r.remaining() != 0 {
-            return Err(Error::Corrupt);
-        }
-        if inline {
-            if depth != 0 || ndirect != 0 || data.len() as u64 != size {
-                return Err(Error::Corrupt);
-            }
-        } else if inline_len != 0
-            || (depth == 0) != root.is_none()
-            || (depth > 0 && !p.addr_valid(root))
-        {
-            return Err(Error::Corrupt);
-        }
-        if size > p.max_file_size() {
-            return Err(Error::Corrupt);
-        }
-        Ok(FileNode {
-            ino,
-            parent,
-            attrs,
-            size,
-            name,
-            content: Content {
-                inline: if inline { Some(data) } else { None },
-                depth,
-                root,
-                direct,
-                pending: ExtentMap::new(),
-                trunc: None,
-            },
-            compression,
-            node_addr: addr,
-            node_len,
-            linked,
-            links,
-        })
-    }
-
-    /// Bytes the file's names take in its inode node (the first name, and the list of the
-    /// others for a linked file).
-    pub fn names_len(&self) -> usize {
-        self.name.len()
-            + if self.linked {
-                1 + self.links.iter().map(|(_, n)| 5 + n.len()).sum::<usize>()
-            } else {
-                0
-            }
-    }
-
-    /// Number of names (hard links) the file has.
-    pub fn nlink(&self) -> u32 {
-        1 + self.links.len() as u32
-    }
-
-    /// All the file's names: (directory, name).
-    pub fn names(&self) -> impl Iterator<Item = (Ino, &[u8])> + '_ {
-        core::iter::once((self.parent, self.name.as_slice()))
-            .chain(self.links.iter().map(|(p, n)| (*p, n.as_slice())))
-    }
-
-    /// Whether one of the file's names is `name` in `parent`.
-    pub fn has_name(&self, parent: Ino, name: &[u8]) -> bool {
-        (self.parent == parent && self.name == name)
-            || self.links.iter().any(|(p, n)| *p == parent && n == name)
-    }
-
-    /// The largest node this file can need with names taking `names_len` bytes: its inline
-    /// content, or every direct pointer.
-    pub fn worst_len(&self, p: &Params, names_len: usize) -> u32 {
-        let content = match &self.content.inline {
-            Some(d) => d.len() as u32,
-            None => 4 * p.direct_ptrs,
-        };
-        NODE_HEADER + INODE_FIXED + names_len as u32 + content
-    }
-}
-
-/// Most names a file can have beyond its first (the node keeps the count in a byte; the
-/// names must also fit the node, which usually limits them first).
-pub const LINKS_MAX: usize = 255;
-
-/// Largest inline content that still lets the inode node fit its limit with names taking
-/// `name_len` bytes ([`FileNode::names_len`]).
-pub fn inline_limit(p: &Params, name_len: usize) -> usize {
-    let max_node = p.dir_page;
-    let room = max_node.saturating_sub(NODE_HEADER + INODE_FIXED + name_len as u32) as usize;
-    room.min(p.inline_max as usize)
-}
 
 /// A decoded index node.
 #[derive(Clone, Debug)]
@@ -285,29 +35,22 @@ struct IndexNode {
 }
 
 /// Cache of clean index nodes by address.
-pub struct IndexCache {
-    items: Vec<(Addr, u64, IndexNode)>,
+pub(crate) struct IndexCache {
+    items: Lru<(Addr, IndexNode)>,
     max: usize,
-    tick: u64,
 }
 
 impl IndexCache {
     /// A cache of at most `max` nodes.
     pub fn new(max: usize) -> IndexCache {
         IndexCache {
-            items: Vec::new(),
+            items: Lru::default(),
             max,
-            tick: 0,
         }
     }
     /// RAM used.
     pub fn ram_bytes(&self) -> usize {
-        self.items.capacity() * core::mem::size_of::<(Addr, u64, IndexNode)>()
-            + self
-                .items
-                .iter()
-                .map(|i| i.2.entries.capacity() * 4)
-                .sum::<usize>()
+        self.items.ram_bytes(|i| i.1.entries.capacity() * 4)
     }
     /// Drops nodes that lie in erase block `b`.
     pub fn forget_block(&mut self, p: &Params, b: u32) {
@@ -318,30 +61,20 @@ impl IndexCache {
         self.items.clear();
     }
     fn get(&mut self, a: Addr) -> Option<IndexNode> {
-        self.tick += 1;
-        let t = self.tick;
-        self.items.iter_mut().find(|i| i.0 == a).map(|i| {
-            i.1 = t;
-            i.2.clone()
-        })
+        let t = self.items.bump();
+        let i = self.items.position(|i| i.0 == a)?;
+        let e = self.items.get_mut(i);
+        e.used = t;
+        Some(e.item.1.clone())
     }
     fn put(&mut self, a: Addr, n: IndexNode) {
         if self.max == 0 {
             return;
         }
         if self.items.len() >= self.max {
-            if let Some(k) = self
-                .items
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, i)| i.1)
-                .map(|(k, _)| k)
-            {
-                self.items.swap_remove(k);
-            }
+            self.items.evict_one(|_| false);
         }
-        self.tick += 1;
-        self.items.push((a, self.tick, n));
+        self.items.push((a, n), false);
     }
 }
 
@@ -354,8 +87,9 @@ fn span(fanout: u32, level: u8) -> u64 {
     s
 }
 
-/// The file index: operations on [`Content`] that read or write index nodes.
-pub struct Index<'a, F: Flash> {
+/// One file's index tree, borrowed for an operation: the operations on a [`Content`] that read
+/// or write index nodes.
+pub(crate) struct IndexTree<'a, F: Flash> {
     /// The store.
     pub st: &'a mut Store<F>,
     /// Node cache.
@@ -364,14 +98,9 @@ pub struct Index<'a, F: Flash> {
     pub ino: Ino,
 }
 
-impl<'a, F: Flash> Index<'a, F> {
+impl<'a, F: Flash> IndexTree<'a, F> {
     fn fanout(&self) -> u32 {
         self.st.p().index_fanout()
-    }
-
-    /// Data stride in address units between consecutive blocks of a contiguous write.
-    pub fn stride(p: &Params) -> u32 {
-        p.data_slot() >> p.addr_shift
     }
 
     fn read(&mut self, a: Addr, level: u8, first: u32) -> Result<IndexNode> {
@@ -454,7 +183,7 @@ impl<'a, F: Flash> Index<'a, F> {
 
     /// Where block `b` is (pending changes first).
     pub fn lookup(&mut self, c: &Content, b: u32) -> Result<Addr> {
-        let stride = Self::stride(&self.st.p());
+        let stride = self.st.p().stride();
         if let Some(a) = c.pending.get(b, stride) {
             return Ok(a);
         }
@@ -477,7 +206,7 @@ impl<'a, F: Flash> Index<'a, F> {
             return Ok(());
         }
         let p = self.st.p();
-        let stride = Self::stride(&p);
+        let stride = p.stride();
         let changes: Vec<(u32, Addr)> = c.pending.iter_blocks(stride).collect();
         let max_b = changes.iter().map(|x| x.0).max().unwrap_or(0);
         if c.depth == 0 {
@@ -519,7 +248,7 @@ impl<'a, F: Flash> Index<'a, F> {
         }
         let f = self.fanout();
         while (max_b as u64) >= span(f, c.depth) {
-            if c.depth >= crate::format::params::MAX_DEPTH {
+            if c.depth >= MAX_DEPTH {
                 return Err(Error::TooBig);
             }
             // Grow: the old root becomes child 0 of a new root.
@@ -600,7 +329,7 @@ impl<'a, F: Flash> Index<'a, F> {
         from: u32,
         dead: &mut dyn FnMut(&mut Store<F>, Addr),
     ) -> Result<()> {
-        let stride = Self::stride(&self.st.p());
+        let stride = self.st.p().stride();
         c.pending.truncate(from, stride);
         if c.depth == 0 {
             if c.direct.len() > from as usize {
@@ -798,9 +527,4 @@ impl<'a, F: Flash> Index<'a, F> {
         c.root = new;
         Ok(true)
     }
-}
-
-/// Blocks needed to hold `size` bytes.
-pub fn blocks_for(size: u64, block: u32) -> u64 {
-    size.div_ceil(block as u64)
 }

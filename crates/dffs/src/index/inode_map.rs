@@ -16,6 +16,7 @@ use crate::format::attrs::Ino;
 use crate::format::codec::Reader;
 use crate::format::node::{NodeBuilder, NodeType};
 use crate::format::params::{Addr, LogKind, Params, NODE_HEADER};
+use crate::index::lru::Lru;
 use crate::store::{Priority, Store};
 use dffs_flash::Flash;
 
@@ -86,8 +87,6 @@ struct MapPage {
     level: u8,
     index: u32,
     addr: Addr,
-    dirty: bool,
-    used: u64,
     data: PageData,
 }
 
@@ -104,9 +103,8 @@ pub struct InodeMap {
     leaf_n: u32,
     fanout: u32,
     page_size: u32,
-    cache: Vec<MapPage>,
+    cache: Lru<MapPage>,
     cache_max: usize,
-    tick: u64,
 }
 
 impl InodeMap {
@@ -128,23 +126,17 @@ impl InodeMap {
             leaf_n: p.map_leaf_entries(),
             fanout: p.map_fanout(),
             page_size: p.map_page,
-            cache: Vec::new(),
+            cache: Lru::default(),
             cache_max: cache_max.max(3),
-            tick: 0,
         }
     }
 
     /// RAM held by cached pages.
     pub fn ram_bytes(&self) -> usize {
-        self.cache.capacity() * core::mem::size_of::<MapPage>()
-            + self
-                .cache
-                .iter()
-                .map(|p| match &p.data {
-                    PageData::Leaf(v) => v.capacity() * 8,
-                    PageData::Interior(v) => v.capacity() * 8,
-                })
-                .sum::<usize>()
+        self.cache.ram_bytes(|p| match &p.data {
+            PageData::Leaf(v) => v.capacity() * 8,
+            PageData::Interior(v) => v.capacity() * 8,
+        })
     }
 
     /// Inode numbers covered by one page at `level`.
@@ -167,7 +159,6 @@ impl InodeMap {
 
     fn find(&self, level: u8, index: u32) -> Option<usize> {
         self.cache
-            .iter()
             .position(|p| p.level == level && p.index == index)
     }
 
@@ -216,8 +207,6 @@ impl InodeMap {
             level,
             index,
             addr,
-            dirty: false,
-            used: 0,
             data,
         })
     }
@@ -233,17 +222,15 @@ impl InodeMap {
             level,
             index,
             addr: Addr::NONE,
-            dirty: true,
-            used: 0,
             data,
         }
     }
 
     /// Loads (or creates) the page at (`level`, `index`), loading its ancestors first.
     fn load<F: Flash>(&mut self, st: &mut Store<F>, level: u8, index: u32) -> Result<usize> {
-        self.tick += 1;
+        let t = self.cache.bump();
         if let Some(i) = self.find(level, index) {
-            self.cache[i].used = self.tick;
+            self.cache.get_mut(i).used = t;
             return Ok(i);
         }
         let addr = if level + 1 == self.depth {
@@ -253,47 +240,35 @@ impl InodeMap {
             self.root
         } else {
             let pi = self.load(st, level + 1, index / self.fanout)?;
-            match &self.cache[pi].data {
+            match &self.cache.get(pi).item.data {
                 PageData::Interior(v) => v[(index % self.fanout) as usize].0,
                 PageData::Leaf(_) => return Err(Error::Corrupt),
             }
         };
-        let mut page = if addr.is_none() {
-            self.empty_page(level, index)
+        // A page that was never written is new (dirty); one read from flash is clean.
+        let (page, dirty) = if addr.is_none() {
+            (self.empty_page(level, index), true)
         } else {
-            self.decode_page(st, addr, level, index)?
+            (self.decode_page(st, addr, level, index)?, false)
         };
-        page.used = self.tick;
+        let used = self.cache.now();
         self.make_room(st)?;
-        self.cache.push(page);
-        Ok(self.cache.len() - 1)
+        Ok(self.cache.push_with(page, dirty, used))
     }
 
     /// Drops the least recently used clean page (never the root) when the cache is full.
     /// Dirty pages stay until written, so the cache may exceed its size while many pages are
     /// dirty; the file system checkpoints before that grows far.
     fn make_room<F: Flash>(&mut self, _st: &mut Store<F>) -> Result<()> {
-        while self.cache.len() >= self.cache_max {
-            let victim = self
-                .cache
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| !p.dirty && p.level + 1 != self.depth)
-                .min_by_key(|(_, p)| p.used)
-                .map(|(i, _)| i);
-            match victim {
-                Some(i) => {
-                    self.cache.swap_remove(i);
-                }
-                None => return Ok(()),
-            }
+        let depth = self.depth;
+        while self.cache.len() >= self.cache_max && self.cache.evict_one(|p| p.level + 1 == depth) {
         }
         Ok(())
     }
 
     /// Number of dirty pages.
     pub fn dirty_pages(&self) -> usize {
-        self.cache.iter().filter(|p| p.dirty).count()
+        self.cache.dirty_count()
     }
 
     /// The entry of `ino`.
@@ -302,7 +277,7 @@ impl InodeMap {
             return Ok(MapEntry::Free);
         }
         let li = self.load(st, 0, ino / self.leaf_n)?;
-        match &self.cache[li].data {
+        match &self.cache.get(li).item.data {
             PageData::Leaf(v) => MapEntry::from_u64(v[(ino % self.leaf_n) as usize]),
             PageData::Interior(_) => Err(Error::Corrupt),
         }
@@ -314,7 +289,7 @@ impl InodeMap {
             self.depth = 1;
             self.root = Addr::NONE;
             let p = self.empty_page(0, 0);
-            self.cache.push(p);
+            self.cache.push_with(p, true, 0);
             return Ok(());
         }
         if self.depth >= 6 {
@@ -329,13 +304,13 @@ impl InodeMap {
             v[0] = (old_root, old_free);
         }
         self.root = Addr::NONE;
-        self.cache.push(page);
+        self.cache.push_with(page, true, 0);
         Ok(())
     }
 
     fn count_free_in_root<F: Flash>(&mut self, st: &mut Store<F>) -> Result<u32> {
         let i = self.load(st, self.depth - 1, 0)?;
-        Ok(match &self.cache[i].data {
+        Ok(match &self.cache.get(i).item.data {
             PageData::Leaf(v) => v.iter().filter(|&&e| e == 0).count() as u32,
             PageData::Interior(v) => v.iter().map(|c| c.1).sum(),
         })
@@ -351,7 +326,7 @@ impl InodeMap {
         }
         let li = self.load(st, 0, ino / self.leaf_n)?;
         let slot = (ino % self.leaf_n) as usize;
-        let old = match &mut self.cache[li].data {
+        let old = match &mut self.cache.get_mut(li).item.data {
             PageData::Leaf(v) => {
                 let old = v[slot];
                 v[slot] = e.to_u64();
@@ -359,7 +334,7 @@ impl InodeMap {
             }
             PageData::Interior(_) => return Err(Error::Corrupt),
         };
-        self.cache[li].dirty = true;
+        self.cache.get_mut(li).dirty = true;
         let was_free = old == 0;
         let is_free = e == MapEntry::Free;
         if was_free != is_free {
@@ -369,14 +344,14 @@ impl InodeMap {
                 let idx = (ino as u64 / self.span(level)) as u32;
                 let child = ((ino as u64 / self.span(level - 1)) % self.fanout as u64) as usize;
                 let pi = self.load(st, level, idx)?;
-                if let PageData::Interior(v) = &mut self.cache[pi].data {
+                if let PageData::Interior(v) = &mut self.cache.get_mut(pi).item.data {
                     v[child].1 = if is_free {
                         v[child].1 + 1
                     } else {
                         v[child].1.saturating_sub(1)
                     };
                 }
-                self.cache[pi].dirty = true;
+                self.cache.get_mut(pi).dirty = true;
                 level += 1;
             }
         }
@@ -407,7 +382,7 @@ impl InodeMap {
                     let idx = (ino as u64 / self.span(level)) as u32;
                     let child = ((ino as u64 / self.span(level - 1)) % self.fanout as u64) as usize;
                     let pi = self.load(st, level, idx)?;
-                    let free = match &self.cache[pi].data {
+                    let free = match &self.cache.get(pi).item.data {
                         PageData::Interior(v) => v[child].1,
                         PageData::Leaf(_) => return Err(Error::Corrupt),
                     };
@@ -425,7 +400,7 @@ impl InodeMap {
             }
             let li = self.load(st, 0, ino / self.leaf_n)?;
             let start = (ino % self.leaf_n) as usize;
-            let found = match &self.cache[li].data {
+            let found = match &self.cache.get(li).item.data {
                 PageData::Leaf(v) => v[start..].iter().position(|&e| e == 0),
                 PageData::Interior(_) => return Err(Error::Corrupt),
             };
@@ -447,8 +422,11 @@ impl InodeMap {
     /// the new root.
     pub fn write_dirty<F: Flash>(&mut self, st: &mut Store<F>) -> Result<Addr> {
         for level in 0..self.depth {
-            while let Some(i) = self.cache.iter().position(|p| p.level == level && p.dirty) {
-                let (index, old) = (self.cache[i].index, self.cache[i].addr);
+            while let Some(i) = self
+                .cache
+                .position_entry(|e| e.item.level == level && e.dirty)
+            {
+                let (index, old) = (self.cache.get(i).item.index, self.cache.get(i).item.addr);
                 let mut nb = NodeBuilder::new(
                     if level == 0 {
                         NodeType::MapLeaf
@@ -460,7 +438,7 @@ impl InodeMap {
                     self.page_size as usize,
                 );
                 nb.w.u8(level).u8(0).u16(0).u32(index);
-                match &self.cache[i].data {
+                match &self.cache.get(i).item.data {
                     PageData::Leaf(v) => {
                         for &e in v {
                             nb.w.u64(e);
@@ -479,20 +457,20 @@ impl InodeMap {
                 if old.is_some() {
                     st.kill(old, st.p().align(self.page_size));
                 }
-                self.cache[i].addr = addr;
-                self.cache[i].dirty = false;
+                self.cache.get_mut(i).item.addr = addr;
+                self.cache.get_mut(i).dirty = false;
                 if level + 1 == self.depth {
                     self.root = addr;
                 } else {
-                    let free = match &self.cache[i].data {
+                    let free = match &self.cache.get(i).item.data {
                         PageData::Leaf(v) => v.iter().filter(|&&e| e == 0).count() as u32,
                         PageData::Interior(v) => v.iter().map(|c| c.1).sum(),
                     };
                     let pi = self.load(st, level + 1, index / self.fanout)?;
-                    if let PageData::Interior(v) = &mut self.cache[pi].data {
+                    if let PageData::Interior(v) = &mut self.cache.get_mut(pi).item.data {
                         v[(index % self.fanout) as usize] = (addr, free);
                     }
-                    self.cache[pi].dirty = true;
+                    self.cache.get_mut(pi).dirty = true;
                 }
             }
         }
@@ -516,7 +494,7 @@ impl InodeMap {
             index == 0 && self.root == a
         } else {
             let pi = self.load(st, level + 1, index / self.fanout)?;
-            match &self.cache[pi].data {
+            match &self.cache.get(pi).item.data {
                 PageData::Interior(v) => {
                     v.get((index % self.fanout) as usize).map(|c| c.0) == Some(a)
                 }
@@ -525,7 +503,7 @@ impl InodeMap {
         };
         if live {
             let i = self.load(st, level, index)?;
-            self.cache[i].dirty = true;
+            self.cache.get_mut(i).dirty = true;
         }
         Ok(live)
     }
@@ -550,7 +528,7 @@ impl InodeMap {
         while let Some((a, level, index)) = stack.pop() {
             let cached = self
                 .find(level, index)
-                .map(|i| (self.cache[i].dirty, self.cache[i].data.clone()));
+                .map(|i| (self.cache.get(i).dirty, self.cache.get(i).item.data.clone()));
             let data = match cached {
                 Some((dirty, data)) => {
                     if !dirty && a.is_some() {
