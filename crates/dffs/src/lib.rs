@@ -25,7 +25,7 @@ pub use dffs_flash::{
 pub use error::{Error, Result};
 pub use format::attrs::{Attrs, Ino, Time, ROOT_INO};
 pub use format::params::{Addr, FormatOptions, Params};
-pub use fs::io_types::Fh;
+pub use fs::Fh;
 #[cfg(feature = "std")]
 pub use fs::SystemClock;
 pub use fs::{

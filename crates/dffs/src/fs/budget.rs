@@ -55,7 +55,7 @@ impl<F: Flash> Fs<F> {
     /// Blocks a checkpoint may have to allocate if it were taken now: for each metadata head,
     /// the bytes the checkpoint would write there beyond the room left in its open block; plus
     /// the journal's next block and one block of slack (nodes do not fill blocks exactly).
-    pub(crate) fn cp_need_blocks(&self) -> u32 {
+    fn cp_need_blocks(&self) -> u32 {
         let p = self.st.p();
         let fanout = p.index_fanout();
         let mut inodes = 0u64;
@@ -227,29 +227,6 @@ impl<F: Flash> Fs<F> {
                 return Err(Error::NoSpace);
             }
         }
-    }
-
-    /// Whether the free pool is down to what a checkpoint needs (with blocks to release).
-    pub(crate) fn checkpoint_short(&self) -> bool {
-        self.st.free_blocks() <= self.st.log_floor() + 1
-    }
-
-    /// Checkpoints if the journal or the dirty metadata grew past their limits, or if the
-    /// free pool is down to what a checkpoint needs while collected blocks wait for one.
-    pub(crate) fn maybe_checkpoint(&mut self) -> Result<()> {
-        if self.tx.is_some() || self.replaying {
-            return Ok(());
-        }
-        let dirty = self.dirty_items();
-        let short = self.checkpoint_short() && self.checkpoint_pays();
-        if self.journal.bytes() >= self.cfg.journal_limit as u64
-            || dirty >= self.cfg.max_dirty
-            || short
-        {
-            self.checkpoint_inner(false)?;
-        }
-        self.refresh_floors();
-        Ok(())
     }
 
     /// Work done after every modifying operation: a bounded step of garbage collection when

@@ -10,22 +10,19 @@
 //! live bytes than it is credited with. It never writes and never panics: a hostile image gives
 //! a report full of errors.
 
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
-use alloc::format;
-use alloc::string::String;
-use alloc::vec;
-use alloc::vec::Vec;
-
 use super::Fs;
 use crate::error::{Error, Result};
 use crate::format::attrs::{Ino, ROOT_INO};
 use crate::format::node::{OobTag, OOB_TAG_LEN, TAG_DATA};
 use crate::format::params::{Addr, LogKind};
-use crate::index::dir::name_hash;
-use crate::index::dir::PLACEHOLDER;
+use crate::index::dir::{name_hash, PLACEHOLDER};
 use crate::index::file::{blocks_for, FileNode};
 use crate::index::inode_map::MapEntry;
 use crate::store::BlockState;
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::string::String;
+use alloc::vec::Vec;
+use alloc::{format, vec};
 use dffs_flash::{EccStatus, Flash, FlashKind};
 
 /// Most errors recorded before the checker stops collecting details.

@@ -1,0 +1,261 @@
+//! Commits: making a file's overlay its committed content in one journal record (fsync, close,
+//! O_SYNC writes), sync of every open file, and transactions across files.
+//!
+//! It must never let a checkpoint see half a commit or half a transaction.
+
+use crate::error::{Error, Result};
+use crate::format::attrs::Ino;
+use crate::format::extents::{BlockMap, ExtentMap};
+use crate::fs::files::handles::Fh;
+use crate::fs::files::overlay::Overlay;
+use crate::fs::Fs;
+use crate::journal::{max_commit_extents, Record, Tid};
+use alloc::vec::Vec;
+use dffs_flash::Flash;
+
+impl<F: Flash> Fs<F> {
+    /// Commits the uncommitted changes of `ino` as one journal record (or, for very large
+    /// updates, as a transaction of several).
+    pub(crate) fn commit_ino(&mut self, ino: Ino) -> Result<()> {
+        if !self
+            .inos
+            .get(&ino)
+            .map(|o| o.overlay.is_some())
+            .unwrap_or(false)
+        {
+            return Ok(());
+        }
+        self.flush_blocks(ino)?;
+        let Some(mut ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.take()) else {
+            return Ok(());
+        };
+        // A spilled update commits its whole block map at once.
+        let map = match ov.spilled.take() {
+            Some(mut sp) => {
+                let mut ix = self.tree(ino);
+                if let Err(e) = ix.fold(&mut sp) {
+                    ov.spilled = Some(sp);
+                    if let Some(o) = self.inos.get_mut(&ino) {
+                        o.overlay = Some(ov);
+                    }
+                    return Err(e);
+                }
+                Some(BlockMap {
+                    depth: sp.depth,
+                    root: sp.root,
+                    direct: sp.direct,
+                })
+            }
+            None => None,
+        };
+        if let Some(m) = map {
+            let mut rec = self.commit_record(self.tx.unwrap_or(0), ino, &ov, ExtentMap::new());
+            if let Record::Commit { map, trunc_to, .. } = &mut rec {
+                *map = Some(m);
+                *trunc_to = None;
+            }
+            if self
+                .inos
+                .get(&ino)
+                .map(|o| o.orphan.is_some())
+                .unwrap_or(false)
+            {
+                return self.apply_commit(&rec);
+            }
+            self.journal(&rec)?;
+            return self.apply(&rec);
+        }
+        // An unlinked file's changes never need to survive a power cut.
+        if self
+            .inos
+            .get(&ino)
+            .map(|o| o.orphan.is_some())
+            .unwrap_or(false)
+        {
+            let rec = self.commit_record(0, ino, &ov, ov.extents.clone());
+            return self.apply_commit(&rec);
+        }
+        let per = max_commit_extents(
+            self.st
+                .p()
+                .dir_page
+                .min(self.st.p().geometry.page_size.max(512)),
+        )
+        .max(1);
+        if ov.extents.len() <= per {
+            let rec = self.commit_record(self.tx.unwrap_or(0), ino, &ov, ov.extents.clone());
+            self.journal(&rec)?;
+            return self.apply(&rec);
+        }
+        // Split across records of one transaction.
+        let (tid, own) = match self.tx {
+            Some(t) => (t, false),
+            None => {
+                let t = self.next_tid;
+                self.next_tid += 1;
+                (t, true)
+            }
+        };
+        let all: Vec<_> = ov.extents.extents().to_vec();
+        let mut recs = Vec::new();
+        for (i, chunk) in all.chunks(per).enumerate() {
+            let mut e = ExtentMap::new();
+            let stride = self.st.p().stride();
+            for x in chunk {
+                e.insert(x.first, x.count, x.addr, stride);
+            }
+            let mut part = ov.clone();
+            if i > 0 {
+                part.trunc_to = None;
+            }
+            recs.push(self.commit_record(tid, ino, &part, e));
+        }
+        for r in &recs {
+            self.journal(r)?;
+        }
+        if own {
+            self.journal(&Record::TxCommit { tid })?;
+        }
+        for r in &recs {
+            self.apply(r)?;
+        }
+        Ok(())
+    }
+
+    fn commit_record(
+        &self,
+        tid: Tid,
+        ino: Ino,
+        ov: &Overlay,
+        extents: ExtentMap,
+    ) -> Record {
+        Record::Commit {
+            tid,
+            ino,
+            size: ov.size,
+            mtime: ov.mtime,
+            ctime: ov.ctime,
+            trunc_to: ov.trunc_to,
+            inline: ov.inline.clone(),
+            extents,
+            map: None,
+        }
+    }
+
+    /// Commits `fh`'s file and makes it durable (inside a transaction: commits it into the
+    /// transaction, durable when the transaction commits).
+    pub fn fsync(&mut self, fh: Fh) -> Result<()> {
+        self.guard(|fs| {
+            let h = fs.handle(fh)?;
+            if h.flags.write {
+                fs.writable()?;
+                fs.commit_ino(h.ino)?;
+            }
+            if fs.tx.is_none() && !fs.cfg.read_only {
+                fs.journal_flush()?;
+            }
+            fs.after_op()
+        })
+    }
+
+    /// Commits every open file and makes everything durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.guard(|fs| {
+            if fs.cfg.read_only {
+                return Ok(());
+            }
+            let inos: Vec<Ino> = fs
+                .inos
+                .iter()
+                .filter(|(_, o)| o.overlay.is_some())
+                .map(|(i, _)| *i)
+                .collect();
+            for ino in inos {
+                fs.commit_ino(ino)?;
+            }
+            if fs.tx.is_none() {
+                fs.journal_flush()?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Starts a transaction: from now until [`Fs::commit_transaction`], every change (to any
+    /// file or directory) becomes durable all together or not at all. Everything before is
+    /// synced first.
+    pub fn begin_transaction(&mut self) -> Result<()> {
+        self.guard(|fs| {
+            fs.writable()?;
+            if fs.tx.is_some() {
+                return Err(Error::Busy);
+            }
+            fs.sync()?;
+            let t = fs.next_tid;
+            fs.next_tid += 1;
+            fs.tx = Some(t);
+            Ok(())
+        })
+    }
+
+    /// Commits the open transaction: all its changes become durable at once.
+    pub fn commit_transaction(&mut self) -> Result<()> {
+        self.guard(|fs| {
+            let tid = fs.tx.ok_or(Error::Invalid)?;
+            let inos: Vec<Ino> = fs
+                .inos
+                .iter()
+                .filter(|(_, o)| o.overlay.is_some())
+                .map(|(i, _)| *i)
+                .collect();
+            for ino in inos {
+                fs.commit_ino(ino)?;
+            }
+            fs.journal(&Record::TxCommit { tid })?;
+            fs.journal_flush()?;
+            fs.tx = None;
+            fs.after_op()
+        })
+    }
+
+    /// Abandons the open transaction: the file system returns to its state when the
+    /// transaction began (open handles stay open; files created in it are gone).
+    pub fn abort_transaction(&mut self) -> Result<()> {
+        self.guard(|fs| {
+            if fs.tx.is_none() {
+                return Err(Error::Invalid);
+            }
+            fs.abort()
+        })
+    }
+
+    /// Drops all RAM state and reloads from flash (what a power cut and remount would do).
+    pub(crate) fn abort(&mut self) -> Result<()> {
+        self.tx = None;
+        for o in self.inos.values_mut() {
+            o.overlay = None;
+        }
+        self.dcache.clear();
+        self.files.clear();
+        self.dirs.clear();
+        self.map.clear_cache();
+        self.icache.clear();
+        self.st.reset_heads();
+        self.load()?;
+        // Orphans and handles to inodes that no longer exist are left dangling; their
+        // operations report NotFound.
+        let stale: Vec<Ino> = self
+            .inos
+            .keys()
+            .copied()
+            .collect::<Vec<_>>()
+            .into_iter()
+            .filter(|&i| !matches!(self.map.get(&mut self.st, i), Ok(e) if e.is_file()))
+            .collect();
+        for i in stale {
+            if let Some(o) = self.inos.get_mut(&i) {
+                o.orphan = None;
+            }
+        }
+        Ok(())
+    }
+}

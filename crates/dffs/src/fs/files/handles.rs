@@ -1,0 +1,231 @@
+//! Open files: handles, the open-inode table (its overlay, and the orphan an unlinked open file
+//! leaves), open and close.
+//!
+//! It must never write file data; closing a handle commits through the commit module.
+
+use crate::error::{Error, Result};
+use crate::format::attrs::Ino;
+use crate::format::params::Addr;
+use crate::fs::files::overlay::Overlay;
+use crate::fs::Fs;
+use crate::index::file::FileNode;
+use crate::index::inode_map::MapEntry;
+use alloc::vec::Vec;
+use dffs_flash::Flash;
+
+/// How a file is opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenFlags {
+    /// Reading allowed.
+    pub read: bool,
+    /// Writing allowed.
+    pub write: bool,
+    /// Every write goes to the end of the file.
+    pub append: bool,
+    /// Every write is committed and durable before it returns (`O_SYNC`).
+    pub sync: bool,
+    /// Truncate to zero at open (`O_TRUNC`).
+    pub truncate: bool,
+}
+
+impl OpenFlags {
+    /// Read-only.
+    pub const READ: OpenFlags = OpenFlags {
+        read: true,
+        write: false,
+        append: false,
+        sync: false,
+        truncate: false,
+    };
+    /// Read and write.
+    pub const RW: OpenFlags = OpenFlags {
+        read: true,
+        write: true,
+        append: false,
+        sync: false,
+        truncate: false,
+    };
+}
+
+/// A file handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fh(pub u32);
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Handle {
+    pub ino: Ino,
+    pub flags: OpenFlags,
+}
+
+/// An open inode: handle count, overlay, and (after unlink) the file itself.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OpenInode {
+    pub refs: u32,
+    pub overlay: Option<Overlay>,
+    pub orphan: Option<FileNode>,
+}
+
+impl OpenInode {
+    pub fn ram_bytes(&self) -> usize {
+        core::mem::size_of::<Self>()
+            + self
+                .overlay
+                .as_ref()
+                .map(|o| {
+                    o.extents.ram_bytes() + o.inline.as_ref().map(|v| v.capacity()).unwrap_or(0)
+                })
+                .unwrap_or(0)
+            + self
+                .orphan
+                .as_ref()
+                .map(|n| n.content.ram_bytes() + n.name.capacity())
+                .unwrap_or(0)
+    }
+}
+
+impl<F: Flash> Fs<F> {
+    /// Opens file `ino`.
+    pub fn open(&mut self, ino: Ino, flags: OpenFlags) -> Result<Fh> {
+        self.guard(|fs| {
+            match fs.map.get(&mut fs.st, ino)? {
+                MapEntry::Dir(_) => {
+                    if flags.write {
+                        return Err(Error::IsDir);
+                    }
+                }
+                MapEntry::File { .. } | MapEntry::Linked(_) => {
+                    // Pipes, sockets and devices are the operating system's to open.
+                    if fs.load_file(ino)?.node.attrs.is_special() {
+                        return Err(Error::Invalid);
+                    }
+                }
+                MapEntry::Orphan | MapEntry::Free => return Err(Error::NotFound),
+            }
+            if flags.write || flags.truncate {
+                fs.writable()?;
+            }
+            let slot = fs
+                .handles
+                .iter()
+                .position(|h| h.is_none())
+                .ok_or(Error::TooManyOpen)?;
+            fs.handles[slot] = Some(Handle { ino, flags });
+            fs.inos.entry(ino).or_default().refs += 1;
+            if flags.truncate && flags.write {
+                if let Err(e) = fs.truncate_ino(ino, 0) {
+                    fs.handles[slot] = None;
+                    fs.release(ino)?;
+                    return Err(e);
+                }
+            }
+            Ok(Fh(slot as u32))
+        })
+    }
+
+    pub(crate) fn handle(&self, fh: Fh) -> Result<Handle> {
+        self.handles
+            .get(fh.0 as usize)
+            .copied()
+            .flatten()
+            .ok_or(Error::BadHandle)
+    }
+
+    /// Closes a handle; the file's changes are committed (not necessarily durable: see
+    /// [`Fs::fsync`]).
+    pub fn close(&mut self, fh: Fh) -> Result<()> {
+        self.guard(|fs| {
+            let h = fs.handle(fh)?;
+            let r = if h.flags.write {
+                fs.commit_ino(h.ino)
+            } else {
+                Ok(())
+            };
+            fs.handles[fh.0 as usize] = None;
+            fs.release(h.ino)?;
+            r?;
+            fs.after_op()
+        })
+    }
+
+    /// Drops one reference to an open inode; frees an orphan when the last goes.
+    pub(crate) fn release(&mut self, ino: Ino) -> Result<()> {
+        let last = match self.inos.get_mut(&ino) {
+            Some(o) => {
+                o.refs = o.refs.saturating_sub(1);
+                o.refs == 0
+            }
+            None => false,
+        };
+        if !last {
+            return Ok(());
+        }
+        let o = self.inos.get(&ino).cloned().unwrap_or_default();
+        if let Some(node) = &o.orphan {
+            if let Some(ov) = &o.overlay {
+                self.discard_overlay_space(ino, ov, node)?;
+            }
+            self.inos.remove(&ino);
+            self.dcache.drop_ino(ino);
+            self.free_file_space(node)?;
+            if self.map.get(&mut self.st, ino)? == MapEntry::Orphan {
+                self.map.set(&mut self.st, ino, MapEntry::Free)?;
+            }
+        } else if let Some(ov) = &o.overlay {
+            // Uncommitted changes of a handle closed without commit (read-only handles never
+            // have any; this is a dropped overlay after an error).
+            let committed = self.committed(ino)?;
+            self.discard_overlay_space(ino, ov, &committed)?;
+            self.inos.remove(&ino);
+            self.dcache.drop_ino(ino);
+        } else {
+            self.inos.remove(&ino);
+        }
+        Ok(())
+    }
+
+    /// Counts dead what an abandoned update owned: its provisional blocks, and (spilled) its
+    /// own index nodes.
+    fn discard_overlay_space(
+        &mut self,
+        ino: Ino,
+        ov: &Overlay,
+        committed: &FileNode,
+    ) -> Result<()> {
+        let stride = self.st.p().stride();
+        let addrs: Vec<Addr> = match &ov.spilled {
+            None => ov.extents.iter_blocks(stride).map(|x| x.1).collect(),
+            Some(sp) => {
+                let (blocks, nodes) = self.mapped(ino, sp)?;
+                let p = self.st.p();
+                for a in nodes {
+                    self.st.kill(a, p.align(p.index_node));
+                }
+                let mut own = Vec::new();
+                for (b, a) in blocks {
+                    let shared = committed.content.inline.is_none() && {
+                        let mut ix = self.tree(ino);
+                        ix.lookup(&committed.content, b)? == a
+                    };
+                    if !shared {
+                        own.push(a);
+                    }
+                }
+                own
+            }
+        };
+        for a in addrs {
+            self.kill_data(a);
+        }
+        Ok(())
+    }
+
+    /// Open handles (for front ends).
+    pub fn open_handles(&self) -> usize {
+        self.handles.iter().filter(|h| h.is_some()).count()
+    }
+
+    /// The inode of a handle.
+    pub fn handle_ino(&self, fh: Fh) -> Result<Ino> {
+        Ok(self.handle(fh)?.ino)
+    }
+}

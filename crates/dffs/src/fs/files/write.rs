@@ -1,0 +1,380 @@
+//! Writing files: blocks into the data cache, write-back of dirty blocks into data nodes
+//! (grouped and compressed where the file asks for it), and spilling a large overlay's block
+//! list to flash.
+//!
+//! It must never make a write visible: only a commit does that.
+
+use crate::error::{Error, Result};
+use crate::format::attrs::Ino;
+use crate::format::compress::{self, DATAZ_HEADER};
+use crate::format::extents::ExtentMap;
+use crate::format::params::{Addr, LogKind};
+use crate::fs::files::handles::Fh;
+use crate::fs::Fs;
+use crate::index::file::{blocks_for, inline_limit, Content};
+use crate::store::{Priority, DATA_HEADER};
+use alloc::vec;
+use alloc::vec::Vec;
+use dffs_flash::{Flash, FlashKind};
+
+impl<F: Flash> Fs<F> {
+    /// Writes `data` at `off` (at the end for append handles); returns the bytes written.
+    pub fn write(&mut self, fh: Fh, off: u64, data: &[u8]) -> Result<usize> {
+        self.guard(|fs| {
+            let h = fs.handle(fh)?;
+            if !h.flags.write {
+                return Err(Error::BadHandle);
+            }
+            fs.writable()?;
+            let off = if h.flags.append {
+                fs.cur_size(h.ino)?
+            } else {
+                off
+            };
+            let n = fs.write_ino(h.ino, off, data)?;
+            if h.flags.sync || fs.cfg.sync {
+                fs.commit_ino(h.ino)?;
+                if fs.tx.is_none() {
+                    fs.journal_flush()?;
+                }
+            }
+            fs.after_op()?;
+            Ok(n)
+        })
+    }
+
+    fn write_ino(&mut self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let p = self.st.p();
+        let end = off.checked_add(data.len() as u64).ok_or(Error::TooBig)?;
+        if end > p.max_file_size() {
+            return Err(Error::TooBig);
+        }
+        let name_len = self.committed(ino)?.names_len();
+        let limit = inline_limit(&p, name_len) as u64;
+        let now = self.now();
+        let bs = p.data_block as u64;
+        // Space: every block written takes a new block until the old one dies at commit.
+        let first_b = off / bs;
+        let last_b = (end - 1) / bs;
+        let need = (last_b - first_b + 1) * bs;
+        self.ensure_space(need)?;
+        // Room for writing it all back, so a write either happens whole or not at all: the
+        // blocks as flush_blocks will write them (each with its data node header on NOR).
+        let blocks = need / bs + self.dcache.dirty_count() as u64;
+        let bytes = blocks * (p.data_slot() as u64 + DATA_HEADER as u64);
+        self.ensure_blocks(
+            bytes.div_ceil(p.geometry.block_size() as u64) as u32,
+            Priority::User,
+        )?;
+        let ov = self.overlay(ino)?;
+        ov.mtime = now;
+        ov.ctime = now;
+        if let Some(d) = ov.inline.as_mut() {
+            if end <= limit {
+                if d.len() < end as usize {
+                    d.resize(end as usize, 0);
+                }
+                d[off as usize..end as usize].copy_from_slice(data);
+                ov.size = ov.size.max(end);
+                return Ok(data.len());
+            }
+            // Outgrows its inode: the inline bytes become ordinary blocks.
+            let d = ov.inline.take().unwrap_or_default();
+            ov.trunc_to = Some(0);
+            let nblocks = blocks_for(d.len() as u64, p.data_block);
+            for b in 0..nblocks {
+                let mut blk = vec![0u8; bs as usize];
+                let s = (b * bs) as usize;
+                let e = (s + bs as usize).min(d.len());
+                blk[..e - s].copy_from_slice(&d[s..e]);
+                self.dcache.put(ino, b as u32, blk, true);
+            }
+        }
+        let mut pos = off;
+        let mut i = 0usize;
+        while i < data.len() {
+            let b = (pos / bs) as u32;
+            let in_b = (pos % bs) as usize;
+            let take = (bs as usize - in_b).min(data.len() - i);
+            let mut blk = if take == bs as usize {
+                vec![0u8; bs as usize]
+            } else {
+                // The committed inode as it is now: writing back earlier blocks of this write
+                // may have run garbage collection, which moves the file's blocks and index.
+                let node = self.committed(ino)?;
+                self.get_block(ino, &node, b)?
+            };
+            blk[in_b..in_b + take].copy_from_slice(&data[i..i + take]);
+            self.dcache.put(ino, b, blk, true);
+            i += take;
+            pos += take as u64;
+            self.writeback_if_full()?;
+        }
+        let ov = self.overlay(ino)?;
+        ov.size = ov.size.max(end);
+        Ok(data.len())
+    }
+
+    /// Writes back dirty blocks while the data cache is over budget.
+    fn writeback_if_full(&mut self) -> Result<()> {
+        while let Some(ino) = self.dcache.over_budget_victim() {
+            self.flush_blocks(ino)?;
+            self.dcache.trim_clean();
+        }
+        Ok(())
+    }
+
+    /// Writes the dirty cached blocks of `ino` to flash (provisionally: they join its overlay).
+    pub(crate) fn flush_blocks(&mut self, ino: Ino) -> Result<()> {
+        let dirty = self.dcache.take_dirty(ino);
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        let p = self.st.p();
+        let stride = p.stride();
+        let bs = p.data_block as usize;
+        let bytes = dirty.len() as u64 * (p.data_slot() as u64 + DATA_HEADER as u64);
+        let blocks = bytes.div_ceil(p.geometry.block_size() as u64) as u32;
+        // Admitted when it was written (see `write_ino`): written back at the journal's level.
+        if let Err(e) = self.ensure_blocks(blocks, Priority::Log) {
+            // Put the blocks back as dirty: nothing was written.
+            for (b, d) in dirty {
+                self.dcache.put(ino, b, d, true);
+            }
+            return Err(e);
+        }
+        // A compressed file's dirty blocks go in groups of consecutive blocks (at most
+        // `group_blocks`, never across a multiple of it); a group that shrinks by at least an
+        // eighth becomes one compressed data node, the rest (and every block of other files)
+        // are written raw.
+        let algo = self.committed(ino)?.compression;
+        let mut packed: Vec<(u32, u32, Vec<u8>)> = Vec::new();
+        let dirty = if algo == compress::NONE {
+            dirty
+        } else {
+            let group = compress::group_blocks(&p, self.cfg.compress_group);
+            let mut raw = Vec::with_capacity(dirty.len());
+            let mut i = 0;
+            while i < dirty.len() {
+                let mut j = i + 1;
+                while j < dirty.len() && dirty[j].0 == dirty[j - 1].0 + 1 && dirty[j].0 % group != 0
+                {
+                    j += 1;
+                }
+                let n = j - i;
+                let mut input = Vec::with_capacity(n * bs);
+                for d in &dirty[i..j] {
+                    input.extend_from_slice(&d.1);
+                }
+                let max = (n * bs - n * bs / 8).saturating_sub(DATAZ_HEADER as usize);
+                match compress::compress(algo, &input, max) {
+                    Some(z) => packed.push((dirty[i].0, n as u32, z)),
+                    None => raw.extend(dirty[i..j].iter().cloned()),
+                }
+                i = j;
+            }
+            raw
+        };
+        let mut written: Vec<(u32, u32, Addr)> = Vec::new();
+        match p.geometry.kind {
+            FlashKind::Nand => {
+                for (b, data) in &dirty {
+                    let a =
+                        self.st
+                            .write_data_page(LogKind::DataHot, ino, *b, data, Priority::Log)?;
+                    written.push((*b, 1, a));
+                }
+            }
+            FlashKind::Nor => {
+                // Contiguous runs become one data node each.
+                let max_run =
+                    ((p.geometry.block_size() - DATA_HEADER) / p.data_slot()).clamp(1, 64) as usize;
+                let mut i = 0;
+                while i < dirty.len() {
+                    let mut j = i + 1;
+                    while j < dirty.len() && dirty[j].0 == dirty[j - 1].0 + 1 && j - i < max_run {
+                        j += 1;
+                    }
+                    let first = dirty[i].0;
+                    let count = (j - i) as u32;
+                    let mut payload = Vec::with_capacity(count as usize * bs);
+                    for d in &dirty[i..j] {
+                        payload.extend_from_slice(&d.1);
+                    }
+                    let a = self.write_data_node(
+                        LogKind::DataHot,
+                        ino,
+                        first,
+                        count,
+                        &payload,
+                        Priority::Log,
+                    )?;
+                    written.push((first, count, Addr(a.0 + (DATA_HEADER >> p.addr_shift))));
+                    i = j;
+                }
+            }
+        }
+        // Compressed nodes last, so the page they leave partly filled is continued by the next
+        // write-back (on NAND they share pages; the journal programs them before any record
+        // that points at them, see `Store::program_buffered`).
+        for (b, n, z) in &packed {
+            let nb = compress::dataz_node(ino, *b, algo, n * bs as u32, z);
+            let len = p.align(nb.w.len() as u32);
+            let credit = n * compress::share(len, *n);
+            let a = self
+                .st
+                .write_spanning_node(LogKind::DataHot, nb, credit, Priority::Log)?;
+            for k in 0..*n {
+                written.push((b + k, 1, Addr::packed(a)));
+            }
+        }
+        written.sort_by_key(|w| w.0);
+        let spilled = self.overlay(ino)?.spilled.is_some();
+        if spilled {
+            return self.record_spilled_writes(ino, &written);
+        }
+        let ov = self.overlay(ino)?;
+        let mut dead = Vec::new();
+        for &(first, count, a) in &written {
+            for k in 0..count {
+                if let Some(old) = ov.extents.get(first + k, stride) {
+                    if !old.is_none() {
+                        dead.push(old);
+                    }
+                }
+            }
+            ov.extents.insert(first, count, a, stride);
+        }
+        for a in dead {
+            self.kill_data(a);
+        }
+        // Too many separate extents to keep in RAM: switch the update to a block map of its own.
+        let n = self
+            .inos
+            .get(&ino)
+            .and_then(|o| o.overlay.as_ref())
+            .map(|o| o.extents.len())
+            .unwrap_or(0);
+        if n > self.cfg.overlay_extents {
+            self.spill(ino)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `a` is where the committed content of `ino` keeps block `b` (so the overlay
+    /// shares it rather than owning it).
+    pub(crate) fn is_committed_block(&mut self, ino: Ino, b: u32, a: Addr) -> Result<bool> {
+        let c = self.committed(ino)?;
+        if c.content.inline.is_some() {
+            return Ok(false);
+        }
+        let mut ix = self.tree(ino);
+        Ok(ix.lookup(&c.content, b)? == a)
+    }
+
+    /// Records blocks just written into a spilled overlay's own map (folding it when its
+    /// pending list grows).
+    fn record_spilled_writes(
+        &mut self,
+        ino: Ino,
+        written: &[(u32, u32, Addr)],
+    ) -> Result<()> {
+        let p = self.st.p();
+        let stride = p.stride();
+        let mut sp = match self
+            .inos
+            .get_mut(&ino)
+            .and_then(|o| o.overlay.as_mut())
+            .and_then(|o| o.spilled.take())
+        {
+            Some(c) => c,
+            None => return Err(Error::Corrupt),
+        };
+        let mut dead = Vec::new();
+        for &(first, count, a) in written {
+            for k in 0..count {
+                let b = first + k;
+                let old = {
+                    let mut ix = self.tree(ino);
+                    ix.lookup(&sp, b)?
+                };
+                // The update's own earlier copy dies now; a committed block dies at commit.
+                if !old.is_none() && !self.is_committed_block(ino, b, old)? {
+                    dead.push(old);
+                }
+            }
+            sp.pending.insert(first, count, a, stride);
+        }
+        for a in dead {
+            self.kill_data(a);
+        }
+        if sp.pending.len() > self.cfg.overlay_extents {
+            let mut ix = self.tree(ino);
+            ix.fold(&mut sp)?;
+        }
+        if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
+            ov.spilled = Some(sp);
+        }
+        Ok(())
+    }
+
+    /// Switches an overlay from extents to a complete block map of its own: the committed
+    /// map, cut at the update's truncation point, with the update's extents on top, folded
+    /// into new index nodes (none shared with the committed tree, so either can be dropped
+    /// without touching the other).
+    fn spill(&mut self, ino: Ino) -> Result<()> {
+        let p = self.st.p();
+        let stride = p.stride();
+        let committed = self.committed(ino)?;
+        let (trunc_to, extents) = match self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
+            Some(ov) if ov.spilled.is_none() && ov.inline.is_none() => {
+                (ov.trunc_to, ov.extents.clone())
+            }
+            _ => return Ok(()),
+        };
+        let keep = trunc_to.map(|t| blocks_for(t, p.data_block).min(u32::MAX as u64) as u32);
+        let mut full = ExtentMap::new();
+        if committed.content.inline.is_none() {
+            let c = &committed.content;
+            let mut blocks: Vec<(u32, Addr)> = Vec::new();
+            {
+                let mut ix = self.tree(ino);
+                ix.walk(
+                    c,
+                    &mut |b, a| {
+                        if c.pending.get(b, stride).is_none() && c.trunc.is_none_or(|t| b < t) {
+                            blocks.push((b, a))
+                        }
+                    },
+                    &mut |_, _, _| {},
+                )?;
+            }
+            blocks.extend(c.pending.iter_blocks(stride).filter(|(_, a)| !a.is_none()));
+            for (b, a) in blocks {
+                if keep.is_none_or(|k| b < k) {
+                    full.insert(b, 1, a, stride);
+                }
+            }
+        }
+        for e in extents.extents() {
+            full.insert(e.first, e.count, e.addr, stride);
+        }
+        let mut sp = Content {
+            pending: full,
+            ..Content::default()
+        };
+        {
+            let mut ix = self.tree(ino);
+            ix.fold(&mut sp)?;
+        }
+        if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
+            ov.spilled = Some(sp);
+            ov.extents = ExtentMap::new();
+            ov.trunc_to = None;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,471 @@
+//! Collecting a victim block: walking its pages (NAND) or nodes (NOR), deciding each item's
+//! liveness by the mutual pointers, copying or re-dirtying what is live, and ending the victim
+//! (erase, or keep it when something possibly live could not be read).
+//!
+//! It must never erase a block that still holds an item it could not read and cannot prove dead.
+
+use crate::error::{Error, Result};
+use crate::format::codec::{crc32c, Reader};
+use crate::format::node::{self, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
+use crate::format::params::{Addr, NODE_HEADER};
+use crate::fs::gc::data::data_node_span;
+use crate::fs::gc::{GcState, KEPT_MAX};
+use crate::fs::Fs;
+use crate::index::inode_map::MapEntry;
+use crate::store::medium::READ_RETRIES;
+use crate::store::BlockState;
+use alloc::vec;
+use dffs_flash::{EccStatus, Flash, FlashKind};
+
+impl<F: Flash> Fs<F> {
+    /// Runs collection until one block is finished. Returns whether anything was collected.
+    pub(crate) fn collect(&mut self, urgent: bool) -> Result<bool> {
+        let bs = self.st.p().geometry.block_size();
+        let before = self.gc.blocks_collected;
+        if urgent {
+            self.reconsider_victim();
+        }
+        // A victim chosen earlier may need room for copies that is gone now: it is dropped
+        // and one that copies nothing is chosen instead (second round).
+        for _ in 0..2 {
+            if self.gc.victim.is_none() && !self.pick_victim(urgent) {
+                return Ok(false);
+            }
+            let mut progress = false;
+            while self.gc.victim.is_some() {
+                let n = self.gc_work(bs)?;
+                // Finishing a victim examined to its end by an earlier step takes no page.
+                if n == 0 && self.gc.blocks_collected == before {
+                    break;
+                }
+                progress = true;
+            }
+            if progress || self.gc.blocks_collected > before || self.gc.victim.is_some() {
+                return Ok(progress || self.gc.blocks_collected > before);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Examines up to `budget` pages of the current victim. Returns pages examined.
+    pub(crate) fn gc_work(&mut self, budget: u32) -> Result<u32> {
+        let Some(victim) = self.gc.victim else {
+            return Ok(0);
+        };
+        let p = self.st.p();
+        let g = p.geometry;
+        let bs = g.block_size();
+        if self.st.block(victim).state() != BlockState::Used {
+            self.gc.victim = None;
+            return Ok(0);
+        }
+        let mut pages = 0;
+        while pages < budget {
+            // Copies must leave what a checkpoint needs (it releases what was collected), and
+            // a checkpoint writes what collection dirtied before the next checkpoint cannot.
+            // (Metadata victims copy nothing now: the checkpoint rewrites their live nodes.)
+            let e = self.st.block(victim);
+            let needs_room = e.live > 0 && self.copies_now(e.kind());
+            if needs_room && !self.copy_room() {
+                if self.checkpoint_pays() && self.tx.is_none() && !self.replaying {
+                    self.checkpoint_inner(false)?;
+                    self.refresh_floors();
+                    if self.copy_room() {
+                        continue;
+                    }
+                }
+                // Leave this victim for later: a block whose collection copies nothing can
+                // be taken meanwhile (the next choice knows there is no room).
+                self.gc.victim = None;
+                break;
+            }
+            if self.dirty_items() > 2 * self.cfg.max_dirty {
+                if self.tx.is_some() || self.replaying {
+                    break;
+                }
+                self.checkpoint_inner(false)?;
+                if self.st.block(victim).state() != BlockState::Used {
+                    break;
+                }
+            }
+            if self.gc.pos >= bs {
+                self.end_victim(victim)?;
+                break;
+            }
+            let ended = match g.kind {
+                FlashKind::Nand => self.gc_nand_page(victim, self.gc.pos / g.page_size),
+                FlashKind::Nor => self.gc_nor_chunk(victim),
+            };
+            let ended = match ended {
+                Ok(e) => e,
+                // No room for a copy after all: this victim waits (what moved stays moved;
+                // the item that did not move is examined again next time).
+                Err(Error::NoSpace) => {
+                    self.gc.victim = None;
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            pages += 1;
+            if g.kind == FlashKind::Nand {
+                self.gc.pos += g.page_size;
+            }
+            if ended {
+                self.end_victim(victim)?;
+                break;
+            }
+        }
+        Ok(pages)
+    }
+
+    /// The victim has been examined to its end: it waits for the next checkpoint to be
+    /// erased, unless it holds something live that could not be read.
+    fn end_victim(&mut self, victim: u32) -> Result<()> {
+        let mut keep = self.gc.unreadable;
+        if !keep && self.gc.unknown {
+            // What could be read has moved (data) or is dirty (metadata); a checkpoint
+            // rewrites the metadata, killing its bytes here. Whatever the block is still
+            // credited with is what could not be read.
+            if self.tx.is_some() || self.replaying {
+                keep = true;
+            } else {
+                self.checkpoint_inner(false)?;
+                keep = self.st.block(victim).state() != BlockState::Used
+                    || self.st.block(victim).live > 0;
+            }
+        }
+        self.gc.victim = None;
+        self.gc.pos = 0;
+        self.gc.carry = 0;
+        self.gc.unreadable = false;
+        self.gc.unknown = false;
+        if keep {
+            if self.st.block(victim).state() == BlockState::Used {
+                let live = self.st.block(victim).live;
+                if self.gc.kept.len() >= KEPT_MAX {
+                    self.gc.kept.remove(0);
+                }
+                self.gc.kept.push((victim, live));
+            }
+            self.gc.blocks_kept += 1;
+            return Ok(());
+        }
+        let mut e = self.st.block(victim);
+        e.live = 0;
+        e.set_state(BlockState::PendingErase);
+        self.st.set_block(victim, e);
+        self.gc.blocks_collected += 1;
+        Ok(())
+    }
+
+    /// Runs one item's collection; an item that cannot be read or whose owner cannot be read
+    /// (`Io`, `Corrupt`) makes the victim's liveness unknown instead of failing the operation
+    /// that triggered collection.
+    fn gc_item(&mut self, r: Result<()>) -> Result<()> {
+        match r {
+            Ok(()) => Ok(()),
+            Err(Error::Io) | Err(Error::Corrupt) => {
+                self.gc.unknown = true;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Collects one NAND page. Returns true when the rest of the block is unwritten.
+    fn gc_nand_page(&mut self, victim: u32, page_in_block: u32) -> Result<bool> {
+        let p = self.st.p();
+        let g = p.geometry;
+        let page = victim * g.pages_per_block + page_in_block;
+        let mut data = vec![0u8; g.page_size as usize];
+        let mut oob = [0xFFu8; OOB_TAG_LEN];
+        let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
+        let st = self.st.read_page(page, &mut data, &mut oob[..n])?;
+        let carry = core::mem::take(&mut self.gc.carry) as usize;
+        let tag = match OobTag::decode(&oob) {
+            Ok(Some(t)) => t,
+            // Never programmed, or skipped by recovery after a power cut: later pages may still
+            // hold nodes.
+            Ok(None) if st != EccStatus::Uncorrectable => return Ok(false),
+            // Unreadable, or a tag that fails its check: a torn page or a damaged one.
+            _ => {
+                self.gc.unknown = true;
+                return Ok(false);
+            }
+        };
+        let base = p.addr_of(page as u64 * g.page_size as u64);
+        if tag.kind == TAG_DATA {
+            let mut good = st != EccStatus::Uncorrectable && tag.data_crc == crc32c(&data);
+            for _ in 0..READ_RETRIES {
+                if good {
+                    break;
+                }
+                let st = self.st.read_page(page, &mut data, &mut oob[..n])?;
+                good = st != EccStatus::Uncorrectable && tag.data_crc == crc32c(&data);
+            }
+            let r = if good {
+                self.gc_data_block(tag.ino, tag.block, base, &data)
+            } else {
+                // The tag (it has its own check) says whose block this is: if the file still
+                // maps it here, it is live and unreadable.
+                match self.data_refs(tag.ino, tag.block, base) {
+                    Ok((false, false)) => Ok(()),
+                    Ok(_) => {
+                        self.gc.unreadable = true;
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            };
+            self.gc_item(r)?;
+            return Ok(false);
+        }
+        if st == EccStatus::Uncorrectable {
+            self.gc.unknown = true;
+            return Ok(false);
+        }
+        if carry >= data.len() {
+            // The whole page belongs to a node begun before it.
+            self.gc.carry = (carry - data.len()) as u32;
+            return Ok(false);
+        }
+        let mut i = carry;
+        let unit = p.unit() as usize;
+        while i + 2 <= data.len() {
+            // A compressed data node may run on into the next page (the rest of the block).
+            let room = (p.geometry.block_size() - page_in_block * g.page_size) as usize - i;
+            let mut hb = [0u8; NODE_HEADER as usize];
+            let head: &[u8] = if data.len() - i >= hb.len() {
+                &data[i..]
+            } else {
+                // Even the header may run on into the next page.
+                let at = p.byte_of(base) + i as u64;
+                if room < hb.len() || self.st.read(at, &mut hb).is_err() {
+                    break;
+                }
+                &hb
+            };
+            if let Probe::Header(h) = node::probe(head, room as u32) {
+                if h.typ == NodeType::DataZ && i + h.len as usize > data.len() {
+                    let a = Addr(base.0 + (i >> p.addr_shift) as u32);
+                    let mut bytes = vec![0u8; h.len as usize];
+                    let ok = self.st.read_checked(p.byte_of(a), &mut bytes, &mut |b| {
+                        node::verify(b, &h).is_ok()
+                    })?;
+                    if !ok {
+                        self.gc.unknown = true;
+                        break;
+                    }
+                    let r = self.gc_dataz_node(a, &h, &bytes);
+                    self.gc_item(r)?;
+                    self.gc.carry = (i + p.align(h.len) as usize - data.len()) as u32;
+                    break;
+                }
+            }
+            match node::probe(&data[i..], (data.len() - i) as u32) {
+                Probe::Erased => break,
+                Probe::Padding => i += unit,
+                // A node page is programmed once, from a buffer of whole nodes and padding:
+                // anything else in it is damage (or a torn program).
+                Probe::Garbage => {
+                    self.gc.unknown = true;
+                    break;
+                }
+                Probe::Header(h) => {
+                    let len = h.len as usize;
+                    if node::verify(&data[i..], &h).is_err() {
+                        self.gc.unknown = true;
+                        break;
+                    }
+                    let a = Addr(base.0 + (i >> p.addr_shift) as u32);
+                    let bytes = data[i..i + len].to_vec();
+                    // (Raw `Data` nodes exist only on NOR: on NAND one is dead.)
+                    let r = match h.typ {
+                        NodeType::Data => Ok(()),
+                        NodeType::DataZ => self.gc_dataz_node(a, &h, &bytes),
+                        _ => self.gc_node(a, &h, &bytes),
+                    };
+                    self.gc_item(r)?;
+                    i += p.align(h.len) as usize;
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Collects the next NOR node of the victim. Returns true at the end of its log.
+    fn gc_nor_chunk(&mut self, victim: u32) -> Result<bool> {
+        let p = self.st.p();
+        let bs = p.geometry.block_size();
+        let pos = victim as u64 * bs as u64 + self.gc.pos as u64;
+        let room = bs - self.gc.pos;
+        let ps = p.geometry.page_size;
+        // Skips to the next program page: nodes written after a recovery start on one.
+        let skip_page = |gc: &mut GcState| {
+            gc.pos = (gc.pos / ps + 1) * ps;
+            gc.pos >= bs
+        };
+        let mut head = vec![0u8; (NODE_HEADER.min(room)) as usize];
+        let probe = |b: &[u8]| !matches!(node::probe(b, room), Probe::Garbage);
+        if !self.st.read_checked(pos, &mut head, &mut { probe })? {
+            // Neither erased nor a node header, however often it is read: a torn program or
+            // a damaged header.
+            self.gc.unknown = true;
+            return Ok(skip_page(&mut self.gc));
+        }
+        match node::probe(&head, room) {
+            // End of what was written, or a gap left by recovery after a power cut.
+            Probe::Erased | Probe::Garbage => Ok(skip_page(&mut self.gc)),
+            Probe::Padding => {
+                self.gc.pos += p.unit();
+                Ok(false)
+            }
+            Probe::Header(h) => {
+                let mut bytes = vec![0u8; h.len as usize];
+                if !self
+                    .st
+                    .read_checked(pos, &mut bytes, &mut |b| node::verify(b, &h).is_ok())?
+                {
+                    self.gc.unknown = true;
+                    return Ok(skip_page(&mut self.gc));
+                }
+                let a = p.addr_of(pos);
+                let mut adv = p.align(h.len);
+                let r = match h.typ {
+                    NodeType::Data => match self.gc_data_node(a, &bytes) {
+                        Ok(n) => {
+                            adv = n;
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    },
+                    NodeType::DataZ => self.gc_dataz_node(a, &h, &bytes),
+                    _ => self.gc_node(a, &h, &bytes),
+                };
+                if r.is_err() && h.typ == NodeType::Data {
+                    // Skip the payload too (its length is in the verified header).
+                    adv = data_node_span(&p, &bytes);
+                }
+                self.gc_item(r)?;
+                self.gc.pos += adv.max(p.unit());
+                Ok(false)
+            }
+        }
+    }
+
+    /// Liveness and relocation of a metadata node.
+    fn gc_node(&mut self, a: Addr, h: &node::NodeHeader, bytes: &[u8]) -> Result<()> {
+        let body = &bytes[NODE_HEADER as usize..];
+        let mut r = Reader::new(body);
+        match h.typ {
+            NodeType::Inode => {
+                let ino = h.ino;
+                match self.map.get(&mut self.st, ino)? {
+                    MapEntry::File { .. } | MapEntry::Linked(_) => {
+                        let c = match self.load_file(ino) {
+                            Ok(c) => c,
+                            Err(Error::NotFound) => return Ok(()),
+                            Err(e) => return Err(e),
+                        };
+                        if !c.dirty && c.node.node_addr == a {
+                            self.make_dirty(ino)?;
+                        }
+                    }
+                    MapEntry::Orphan => {} // rewritten by every checkpoint
+                    _ => {}
+                }
+            }
+            NodeType::Index => {
+                let level = r.u8()?;
+                r.take(3)?;
+                let first = r.u32()?;
+                let ino = h.ino;
+                // A spilled update has an index tree of its own.
+                let spilled = self
+                    .inos
+                    .get(&ino)
+                    .and_then(|o| o.overlay.as_ref())
+                    .and_then(|ov| ov.spilled.clone());
+                if let Some(mut sp) = spilled {
+                    let moved = {
+                        let mut ix = self.tree(ino);
+                        ix.relocate(&mut sp, a, level, first)?
+                    };
+                    if moved {
+                        if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
+                            ov.spilled = Some(sp);
+                        }
+                        return Ok(());
+                    }
+                }
+                let orphan = self
+                    .inos
+                    .get(&ino)
+                    .map(|o| o.orphan.is_some())
+                    .unwrap_or(false);
+                if orphan {
+                    let mut node = match self.inos.get(&ino).and_then(|o| o.orphan.clone()) {
+                        Some(n) => n,
+                        None => return Ok(()),
+                    };
+                    let mut ix = self.tree(ino);
+                    if ix.relocate(&mut node.content, a, level, first)? {
+                        if let Some(o) = self.inos.get_mut(&ino) {
+                            o.orphan = Some(node);
+                        }
+                    }
+                    return Ok(());
+                }
+                if !self.map.get(&mut self.st, ino)?.is_file() {
+                    return Ok(());
+                }
+                let mut content = match self.load_file(ino) {
+                    Ok(c) => c.node.content.clone(),
+                    Err(Error::NotFound) => return Ok(()),
+                    Err(e) => return Err(e),
+                };
+                let moved = {
+                    let mut ix = self.tree(ino);
+                    ix.relocate(&mut content, a, level, first)?
+                };
+                if moved {
+                    self.make_dirty(ino)?;
+                    if let Some(c) = self.files.get_mut(&ino) {
+                        c.node.content.root = content.root;
+                    }
+                }
+            }
+            NodeType::DirRoot | NodeType::DirBucket | NodeType::DirTable => {
+                let (index, pos) = match h.typ {
+                    NodeType::DirBucket => (r.u32()?, r.u32()?),
+                    NodeType::DirTable => (r.u32()?, 0),
+                    _ => (0, 0),
+                };
+                match self.dirs.relocate(
+                    &mut self.st,
+                    &mut self.map,
+                    a,
+                    crate::index::dir::DirPageId {
+                        typ: h.typ,
+                        ino: h.ino,
+                        index,
+                        pos,
+                    },
+                ) {
+                    Ok(_) | Err(Error::NotFound) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            NodeType::MapLeaf | NodeType::MapInterior => {
+                let level = r.u8()?;
+                r.take(3)?;
+                let index = r.u32()?;
+                self.map.relocate_page(&mut self.st, a, level, index)?;
+            }
+            // Block-table pages are rewritten by every checkpoint; journal records in a
+            // non-journal block and stray checkpoints are dead.
+            _ => {}
+        }
+        Ok(())
+    }
+}

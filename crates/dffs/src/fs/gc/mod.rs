@@ -1,0 +1,131 @@
+//! Garbage collection, static wear leveling and scrubbing.
+//!
+//! A victim block is chosen by cost-benefit (free space times age over the cost of copying),
+//! or because its erase count lags far behind (static wear leveling: its cold data moves to a
+//! worn block so the young block rejoins the free pool), or because its reads needed ECC
+//! correction (scrubbing). Each node in the victim is checked for liveness by the mutual
+//! pointers of the design: a directory page is live when the inode map (or its root's bucket
+//! table) points at it, a file inode when its parent's slot points at it, an index node when its
+//! file's tree does, a data block when its owner's index maps its tag's block number to it. Live
+//! data is copied at once (to the cold data log); live metadata is marked dirty and rewritten
+//! by the next checkpoint, after which the victim is erased. Work is done in bounded steps.
+//!
+//! It must never erase what it could not read. An item that cannot be read (after the retries
+//! of the medium and the store) is either known to be live (a data page whose tag names a block
+//! its file still maps there) — then the victim is kept whole, the file reads `EIO` for that
+//! block only, and a later collection tries again — or of unknown liveness (a torn page left by
+//! a power cut looks the same as a corrupted live one). For those the block's live-byte count
+//! decides: once what could be read has been moved and a checkpoint has rewritten the live
+//! metadata, a block still credited with live bytes is kept. Kept blocks are not chosen again
+//! until something in them dies.
+
+mod collect;
+mod data;
+mod victim;
+
+use super::Fs;
+use crate::error::Result;
+use alloc::vec::Vec;
+use dffs_flash::Flash;
+
+/// State of the collector between steps.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct GcState {
+    /// Block being collected.
+    pub victim: Option<u32>,
+    /// Next byte offset to examine in it.
+    pub pos: u32,
+    /// NAND: bytes at the start of the page at `pos` that belong to a compressed data node
+    /// begun in the page before (nodes start after them).
+    pub carry: u32,
+    /// The victim holds a live item that could not be read: it must not be erased.
+    pub unreadable: bool,
+    /// The victim holds an item that could not be read and whose liveness is unknown: its
+    /// live-byte count decides (see the module comment).
+    pub unknown: bool,
+    /// Blocks kept because of unreadable items, with their live bytes then: not chosen again
+    /// while nothing in them dies.
+    pub kept: Vec<(u32, u32)>,
+    /// Totals for reports.
+    pub moved_bytes: u64,
+    pub blocks_collected: u64,
+    pub wl_moves: u64,
+    /// Victims kept (not erased) because of unreadable items.
+    pub blocks_kept: u64,
+}
+
+/// Most blocks remembered in [`GcState::kept`] (an older one forgotten is only examined again).
+const KEPT_MAX: usize = 16;
+
+/// What [`Fs::gc_step`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Pages (NAND) or page-sized chunks (NOR) examined.
+    pub pages: u32,
+    /// Blocks finished (now waiting for the next checkpoint to be erased).
+    pub blocks_done: u32,
+    /// Whether there is more garbage to collect.
+    pub more: bool,
+}
+
+impl<F: Flash> Fs<F> {
+    /// Does up to `budget` pages of garbage-collection work (for idle time).
+    pub fn gc_step(&mut self, budget: u32) -> Result<GcReport> {
+        self.guard(|fs| {
+            fs.writable()?;
+            let mut rep = GcReport::default();
+            while rep.pages < budget {
+                if fs.gc.victim.is_none() && !fs.pick_victim(false) {
+                    break;
+                }
+                let before = fs.gc.blocks_collected;
+                let n = fs.gc_work(budget - rep.pages)?;
+                rep.blocks_done += (fs.gc.blocks_collected - before) as u32;
+                if n == 0 && fs.gc.blocks_collected == before {
+                    // Blocked on free space or dirty metadata: a checkpoint releases both.
+                    if fs.tx.is_none() {
+                        fs.checkpoint_inner(false)?;
+                    }
+                    break;
+                }
+                rep.pages += n;
+            }
+            if fs.st.pending_blocks() > 0 && fs.tx.is_none() {
+                fs.checkpoint_inner(false)?;
+            }
+            rep.more = fs.gc.victim.is_some() || fs.best_victim(false).is_some();
+            Ok(rep)
+        })
+    }
+
+    /// Background collection after an operation: a bounded step when free blocks run low.
+    pub(crate) fn gc_background(&mut self) -> Result<()> {
+        // Start early enough that bounded steps keep up with the writes.
+        let low = self.st.reserve_blocks()
+            + self.st.p().head_count() as u32
+            + 2
+            + (self.st.p().geometry.blocks / 32).max(4);
+        if self.st.free_blocks() > low && self.gc.victim.is_none() && !self.wl_due() {
+            return Ok(());
+        }
+        if self.gc.victim.is_none() && !self.pick_victim(false) {
+            return Ok(());
+        }
+        let step = self.cfg.gc_step;
+        self.gc_work(step)?;
+        // Collected blocks come back with the next checkpoint: take one when they are many
+        // or when the free pool runs dry.
+        let urgent_low = self.st.reserve_blocks() + self.st.p().head_count() as u32 + 2;
+        let pending = self.st.pending_blocks();
+        if pending > 0
+            && (self.st.free_blocks() <= urgent_low
+                || pending >= (self.st.p().geometry.blocks / 64).max(2))
+            && self.checkpoint_pays()
+            && self.tx.is_none()
+            && !self.replaying
+        {
+            self.checkpoint_inner(false)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,217 @@
+//! Choosing what to collect: cost-benefit victims, static wear leveling, scrubbing, and
+//! whether collection can help an operation that needs room.
+//!
+//! It must never move or erase anything; it only picks.
+
+use crate::format::params::LogKind;
+use crate::fs::Fs;
+use crate::store::BlockState;
+use dffs_flash::Flash;
+
+/// Erase-count spread that triggers static wear leveling.
+pub(crate) fn wl_threshold(mean: f64) -> u32 {
+    (mean / 20.0).max(4.0) as u32
+}
+
+impl<F: Flash> Fs<F> {
+    /// Whether static wear leveling should move a cold block now (only with free blocks to
+    /// spare: leveling is never urgent).
+    pub(crate) fn wl_due(&self) -> bool {
+        let low = self.st.reserve_blocks() + self.st.p().head_count() as u32 + 2;
+        self.st.free_blocks() > low && self.wl_candidate().is_some()
+    }
+
+    /// The coldest used block, when static wear leveling should move it: the erase-count
+    /// spread of the blocks in circulation (anchors and bad blocks aside) passes the
+    /// threshold, and no free block is young enough for dynamic leveling to catch up alone.
+    fn wl_candidate(&self) -> Option<u32> {
+        let (mut mn, mut mx, mut sum, mut n) = (u32::MAX, 0u32, 0u64, 0u64);
+        let mut young_free = u32::MAX;
+        let mut cand = None;
+        for (i, e) in self.st.blocks() {
+            match e.state() {
+                BlockState::Bad | BlockState::Anchor => continue,
+                BlockState::Free | BlockState::Erased => young_free = young_free.min(e.ec),
+                _ => {}
+            }
+            mx = mx.max(e.ec);
+            sum += e.ec as u64;
+            n += 1;
+            if e.state() == BlockState::Used
+                && e.kind() != LogKind::Journal
+                && e.ec < mn
+                && !self.is_kept(i)
+            {
+                mn = e.ec;
+                cand = Some(i);
+            }
+        }
+        if n == 0 {
+            return None;
+        }
+        let th = wl_threshold(sum as f64 / n as f64);
+        if mx.saturating_sub(mn) > th && young_free.saturating_sub(mn) > th / 2 {
+            cand
+        } else {
+            None
+        }
+    }
+
+    /// Whether collecting could free `bytes` (there is dead space or pending blocks).
+    pub(crate) fn gc_could_help(&self, bytes: u64) -> bool {
+        let bs = self.st.p().geometry.block_size() as u64;
+        let dead: u64 = self
+            .st
+            .blocks()
+            .filter(|(i, e)| {
+                e.state() == BlockState::Used && e.kind() != LogKind::Journal && !self.is_kept(*i)
+            })
+            .map(|(_, e)| bs - e.live as u64)
+            .sum();
+        dead + self.st.pending_blocks() as u64 * bs >= bytes.min(bs)
+    }
+
+    /// Whether collection may copy live data now (copies must leave what a checkpoint needs).
+    pub(crate) fn copy_room(&self) -> bool {
+        self.st.free_blocks() > self.st.log_floor() + 1
+    }
+
+    /// Whether collecting a block of log `kind` writes copies at once: data is copied, and so
+    /// are index nodes (with the path above them); directory, map and inode nodes are only
+    /// marked dirty for the next checkpoint. A block of a head that also takes index nodes
+    /// may hold some.
+    pub(crate) fn copies_now(&self, kind: LogKind) -> bool {
+        let p = &self.st.p();
+        kind.is_data() || p.head_of(kind) == p.head_of(LogKind::Index)
+    }
+
+    /// Cost-benefit score of collecting block `i` now (higher is better), or `None` when it
+    /// does not qualify: not a closed non-journal block, kept, completely live, more than 97%
+    /// live (unless `urgent`), or a data block with live data while there is no room to copy.
+    fn victim_score(&self, i: u32, urgent: bool, room: bool) -> Option<f64> {
+        if i >= self.st.block_count() {
+            return None;
+        }
+        let e = self.st.block(i);
+        if e.state() != BlockState::Used
+            || e.kind() == LogKind::Journal
+            || self.is_kept(i)
+            || (!room && self.copies_now(e.kind()) && e.live > 0)
+        {
+            return None;
+        }
+        let p = &self.st.p();
+        let bs = p.geometry.block_size() as f64;
+        let u = e.live as f64 / bs;
+        if (u > 0.97 && !urgent) || e.live as f64 >= bs {
+            return None;
+        }
+        let now = self.st.cp_number() as u32 & 0xFF_FFFF;
+        let age = (now.wrapping_sub(e.age()) & 0xFF_FFFF) as f64 + 1.0;
+        // Moving a live file inode rewrites the directory page that points to it as well: an
+        // inode's bytes cost about a directory page each (at least 8 times their own size).
+        let c = if e.kind() == LogKind::Inode {
+            (p.dir_page as f64 / 160.0).max(8.0)
+        } else {
+            1.0
+        };
+        Some(if urgent {
+            (1.0 - u) / (1.0 + u * (c - 1.0))
+        } else {
+            (1.0 - u) * age / (1.0 + u * c)
+        })
+    }
+
+    /// Cost-benefit choice among closed blocks with dead space. Without room for copies only
+    /// blocks whose collection copies nothing now qualify (metadata, whose live nodes the next
+    /// checkpoint rewrites, and data blocks with nothing live).
+    pub(crate) fn best_victim(&self, urgent: bool) -> Option<u32> {
+        let room = self.copy_room();
+        let mut best: Option<(f64, u32)> = None;
+        for i in 0..self.st.block_count() {
+            if let Some(score) = self.victim_score(i, urgent, room) {
+                if best.is_none_or(|(s, _)| score > s) {
+                    best = Some((score, i));
+                }
+            }
+        }
+        best.map(|x| x.1)
+    }
+
+    /// When space is needed now: drops a victim chosen earlier (in the background, by age)
+    /// if another block gives back space far more cheaply. What was already moved stays moved.
+    pub(crate) fn reconsider_victim(&mut self) {
+        let Some(v) = self.gc.victim else {
+            return;
+        };
+        if self.gc.unreadable || self.gc.unknown {
+            return;
+        }
+        let room = self.copy_room();
+        let cur = self.victim_score(v, true, room).unwrap_or(0.0);
+        if let Some(b) = self.best_victim(true) {
+            let best = self.victim_score(b, true, room).unwrap_or(0.0);
+            if b != v && best > 2.0 * cur {
+                self.gc.victim = None;
+            }
+        }
+    }
+
+    /// Whether `b` was kept for an unreadable item and nothing in it has died since.
+    fn is_kept(&self, b: u32) -> bool {
+        self.gc.kept.iter().any(|&(k, live)| {
+            k == b
+                && b < self.st.block_count()
+                && self.st.block(b).state() == BlockState::Used
+                && self.st.block(b).live >= live
+        })
+    }
+
+    /// Makes `b` the victim.
+    fn start_victim(&mut self, b: u32) {
+        self.gc.kept.retain(|&(k, _)| k != b);
+        self.gc.victim = Some(b);
+        self.gc.pos = 0;
+        self.gc.carry = 0;
+        self.gc.unreadable = false;
+        self.gc.unknown = false;
+    }
+
+    /// Chooses the next victim (scrub, wear leveling, then cost-benefit). False if none.
+    pub(crate) fn pick_victim(&mut self, urgent: bool) -> bool {
+        while let Some(b) = self.st.take_scrub_candidate() {
+            if b < self.st.block_count() {
+                let e = self.st.block(b);
+                // A block still open as a log head is closed first (as if it had filled up), so
+                // that it can be moved and erased like any other.
+                if e.state() == BlockState::Head && e.kind() != LogKind::Journal {
+                    if let Some(h) = self.st.heads().holding(b) {
+                        if self.st.close_head(h).is_err() {
+                            continue;
+                        }
+                    }
+                }
+                let e = self.st.block(b);
+                if e.state() == BlockState::Used && e.kind() != LogKind::Journal && !self.is_kept(b)
+                {
+                    self.start_victim(b);
+                    return true;
+                }
+            }
+        }
+        if !urgent && self.wl_due() {
+            if let Some(b) = self.wl_candidate() {
+                self.start_victim(b);
+                self.gc.wl_moves += 1;
+                return true;
+            }
+        }
+        match self.best_victim(urgent) {
+            Some(b) => {
+                self.start_victim(b);
+                true
+            }
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Appending records to the journal: the one way a change reaches flash between checkpoints.
+//!
+//! A record is appended (after any bad-block remaps the store made since the last record, so
+//! replay sees a swap before records that address the new block) and applied by the caller.
+//! When the journal has no room the budget decides whether a checkpoint can make some. It must
+//! never apply a record itself.
+
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::journal::Record;
+use crate::store::Priority;
+use dffs_flash::Flash;
+
+impl<F: Flash> Fs<F> {
+    /// Appends a record to the journal (after a recovery checkpoint if one is due).
+    pub(crate) fn journal(&mut self, rec: &Record) -> Result<()> {
+        self.writable()?;
+        self.journal.record_remaps(&mut self.st, Priority::Log)?;
+        match self.journal.append_record(&mut self.st, rec, Priority::Log) {
+            Ok(_) => Ok(()),
+            // Out of journal room: a checkpoint starts the journal afresh and gives back the
+            // blocks collected so far. Only between operations of their own (a record of a
+            // transaction or of a split commit must not see a checkpoint before its end).
+            Err(Error::NoSpace)
+                if rec.tid() == 0
+                    && self.tx.is_none()
+                    && !self.replaying
+                    && self.releasable_blocks() > 0 =>
+            {
+                self.checkpoint_inner(false)?;
+                self.journal
+                    .append_record(&mut self.st, rec, Priority::Log)
+                    .map(|_| ())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes the journal durable.
+    pub(crate) fn journal_flush(&mut self) -> Result<()> {
+        self.journal.record_remaps(&mut self.st, Priority::Log)?;
+        self.journal.flush(&mut self.st)
+    }
+}

@@ -1,0 +1,381 @@
+//! Format, mount and unmount: building a new file system, finding the newest checkpoint and
+//! replaying the journal written after it, and the clean checkpoint that ends a session.
+//!
+//! Replay runs every record through the same [`Fs::apply`](super::Fs) that live operations use;
+//! this module only decides which records count (those of committed transactions). It must never
+//! change RAM state by any other way than `apply`, and never write during a read-only mount.
+
+use crate::checkpoint::{self, AnchorPos, Checkpoint, ANCHOR_AREA, CP_CLEAN};
+use crate::error::{Error, Result};
+use crate::format::attrs::{Attrs, ROOT_INO, S_IFDIR};
+use crate::format::codec::Reader;
+use crate::format::node::NodeType;
+use crate::format::params::{Addr, FormatOptions, LogKind, Params, NODE_HEADER};
+use crate::fs::{Clock, Config, Fs, NoClock};
+use crate::index::dir::{DirRoot, Dirs};
+use crate::index::inode_map::{InodeMap, MapEntry};
+use crate::journal::{JournalScan, Record, ScanStart, Tid};
+use crate::store::{BlockInfo, BlockState, Priority, Store};
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use dffs_flash::{Flash, FlashKind};
+
+/// Default directory permissions of the root.
+pub(crate) const ROOT_MODE: u32 = S_IFDIR | 0o755;
+
+impl<F: Flash> Fs<F> {
+    /// Formats `flash` with a new, empty file system and gives the device back.
+    pub fn format(flash: F, opts: &FormatOptions) -> Result<F> {
+        let g = flash.geometry();
+        let mut p = Params::for_geometry(g, opts)?;
+        let mut st = Store::new(flash, p);
+        // Bad blocks as the device marks them.
+        for b in 0..g.blocks {
+            if st.device_says_bad(b)? {
+                st.set_block(
+                    b,
+                    BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0, 0, 0),
+                );
+            }
+        }
+        // Erase the anchor area so no older file system's checkpoint can be mistaken for ours,
+        // and pick the first two good blocks as anchors.
+        let mut anchors = Vec::new();
+        for b in 0..ANCHOR_AREA.min(g.blocks) {
+            if st.block(b).state() == BlockState::Bad {
+                continue;
+            }
+            match st.erase_raw(b) {
+                Ok(()) => {
+                    if anchors.len() < 2 {
+                        anchors.push(b);
+                        st.set_state(b, BlockState::Anchor);
+                    } else {
+                        st.set_state(b, BlockState::Erased);
+                    }
+                }
+                Err(dffs_flash::FlashError::PowerLoss) => return Err(Error::PowerLoss),
+                Err(_) => st.retire(b),
+            }
+        }
+        if anchors.len() < 2 {
+            return Err(Error::Io);
+        }
+        p.anchors = [anchors[0], anchors[1]];
+        st.set_params(p);
+        let root_attrs = Attrs {
+            mode: ROOT_MODE,
+            ..Attrs::default()
+        };
+        let mut fs = Fs::assemble(st, Config::default(), Box::new(NoClock));
+        fs.map = InodeMap::new(&p, Addr::NONE, 0, 2, 2, 4);
+        fs.dirs
+            .create(DirRoot::new(&p, ROOT_INO, ROOT_INO, root_attrs, b""));
+        fs.map
+            .set(&mut fs.st, ROOT_INO, MapEntry::Dir(Addr::NONE))?;
+        fs.ndirs = 1;
+        fs.journal.reserve_next(&mut fs.st, Priority::Reserve)?;
+        fs.anchor = AnchorPos {
+            anchor: 1,
+            slot: 0,
+            may_append: false,
+        };
+        fs.checkpoint_inner(true)?;
+        Ok(fs.st.into_flash())
+    }
+
+    /// Mounts the file system on `flash` with the default clock (none).
+    pub fn mount(flash: F, cfg: Config) -> Result<Fs<F>> {
+        Self::mount_with_clock(flash, cfg, Box::new(NoClock)).map_err(|(e, _)| e)
+    }
+
+    /// Mounts the file system on `flash`; on failure the device is given back with the error.
+    pub fn mount_with_clock(
+        flash: F,
+        cfg: Config,
+        clock: Box<dyn Clock>,
+    ) -> core::result::Result<Fs<F>, (Error, F)> {
+        let g = flash.geometry();
+        let p = match Params::for_geometry(g, &FormatOptions::default()) {
+            Ok(p) => p,
+            Err(e) => return Err((e, flash)),
+        };
+        let st = Store::new(flash, p);
+        let mut fs = Fs::assemble(st, cfg, clock);
+        let before = fs.st.counts();
+        match fs.load() {
+            Ok(()) => {
+                fs.mount_cost = fs.st.counts().since(&before);
+                Ok(fs)
+            }
+            Err(e) => Err((e, fs.st.into_flash())),
+        }
+    }
+
+    /// Reads the newest checkpoint, the block table, and replays the journal.
+    pub(crate) fn load(&mut self) -> Result<()> {
+        // A reload (transaction abort) forgets the collection in progress: what it moved was
+        // in RAM only, and the victim is whole again in the reloaded block table.
+        self.gc.victim = None;
+        self.gc.pos = 0;
+        let (cp, pos) = checkpoint::find_newest(&mut self.st)?;
+        let p = cp.params;
+        self.st.set_params(p);
+        self.st.set_seq(cp.next_seq);
+        self.st.set_cp_number(cp.cp_number + 1);
+        self.journal.resume(cp.journal_block, cp.journal_next);
+        self.st.set_read_only(self.cfg.read_only);
+        self.next_tid = cp.next_tid.max(1);
+        self.nfiles = cp.files;
+        self.ndirs = cp.dirs;
+        self.anchor = pos;
+        self.dirs = Dirs::new(p, self.cfg.dir_cache);
+        self.map = InodeMap::new(
+            &p,
+            cp.map_root,
+            cp.map_depth,
+            cp.ino_hint,
+            cp.ino_high,
+            self.cfg.map_cache,
+        );
+        self.icache.clear();
+        self.files.clear();
+        self.dcache.clear();
+        // Block table.
+        let per = p.bt_entries();
+        let nblocks = p.geometry.blocks;
+        let mut blocks = Vec::with_capacity(nblocks as usize);
+        for (i, a) in cp.bt_pages.iter().enumerate() {
+            let (_h, bytes) = self.st.read_node(*a, NodeType::BlockTable, p.map_page)?;
+            let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
+            let first = r.u32()?;
+            let n = r.u32()?;
+            if first != i as u32 * per || n != per.min(nblocks - first) {
+                return Err(Error::Corrupt);
+            }
+            for _ in 0..n {
+                blocks.push(BlockInfo::decode(&mut r, p.geometry.block_size())?);
+            }
+        }
+        if blocks.len() != nblocks as usize {
+            return Err(Error::Corrupt);
+        }
+        // The table was written after the journal head was opened (and its next block
+        // reserved): a table that disagrees names the wrong pages (e.g. an older table's).
+        let state_of = |b: u32| blocks.get(b as usize).map(|e| (e.state(), e.kind()));
+        if cp.journal_block != u32::MAX
+            && state_of(cp.journal_block) != Some((BlockState::Head, LogKind::Journal))
+        {
+            return Err(Error::Corrupt);
+        }
+        if cp.journal_next != u32::MAX
+            && state_of(cp.journal_next).map(|s| s.0) != Some(BlockState::Reserved)
+        {
+            return Err(Error::Corrupt);
+        }
+        // The table was written just before its checkpoint; what that checkpoint freed (blocks
+        // emptied by GC, journal blocks before the replay start) is free now.
+        for b in blocks.iter_mut() {
+            let dead_journal = b.state() == BlockState::Used && b.kind() == LogKind::Journal;
+            if b.state() == BlockState::PendingErase || dead_journal {
+                *b = BlockInfo::new(BlockState::Free, LogKind::DataHot, b.ec, 0, b.age());
+            }
+        }
+        // An anchor that went bad is replaced after the table of its checkpoint was written:
+        // the checkpoint's parameters say which blocks are the anchors now.
+        for (i, b) in blocks.iter_mut().enumerate() {
+            let anchor = p.anchors.contains(&(i as u32));
+            if anchor && b.state() != BlockState::Anchor {
+                *b = BlockInfo::new(BlockState::Anchor, LogKind::Map, b.ec, 0, b.age());
+            } else if !anchor && b.state() == BlockState::Anchor {
+                *b = BlockInfo::new(BlockState::Bad, LogKind::DataHot, b.ec, 0, b.age());
+            }
+        }
+        self.st.load_table(blocks);
+        self.bt_pages = cp.bt_pages.clone();
+        // Heads as the checkpoint left them; any other block still marked as a head was closed
+        // after the table was written.
+        for (h, &(b, off)) in cp.heads.iter().enumerate() {
+            // Only a block the table calls a head, and only once: a forged head in a free
+            // block would get live bytes a free block must never have.
+            let taken = cp.heads[..h].iter().any(|&(hb, _)| hb == b);
+            if b != u32::MAX
+                && h < p.head_count()
+                && !taken
+                && self.st.block(b).state() == BlockState::Head
+            {
+                self.st
+                    .set_head(h, crate::store::Head::resumed(b, off, p.geometry.page_size));
+            }
+        }
+        for b in 0..nblocks {
+            if self.st.block(b).state() == BlockState::Head
+                && !cp.heads.iter().any(|&(hb, _)| hb == b)
+            {
+                self.st.set_state(b, BlockState::Used);
+            }
+        }
+        self.orphans_from_checkpoint(&cp)?;
+        // Replay.
+        let clean = cp.flags & CP_CLEAN != 0;
+        let replayed = self.replay(&cp)?;
+        if replayed || !clean {
+            // Blocks believed erased may have been written after the checkpoint: so may the
+            // journal's reserved next block (a session that crashed may have moved the journal
+            // into it without a link replay could follow). Both are erased before any use.
+            for b in 0..nblocks {
+                if matches!(
+                    self.st.block(b).state(),
+                    BlockState::Erased | BlockState::Reserved
+                ) {
+                    self.st.set_state(b, BlockState::Free);
+                }
+            }
+            self.journal.drop_reservation();
+            self.recovered = true;
+            self.anchor.may_append = false;
+            // Heads continue after whatever was written since the checkpoint (the journal
+            // restarts in a fresh block with the recovery checkpoint).
+            let jh = p.head_of(LogKind::Journal);
+            for h in 0..p.head_count() {
+                if h == jh {
+                    let b = self.st.head_at(h).block();
+                    if b != u32::MAX && self.st.block(b).state() == BlockState::Head {
+                        self.st.set_state(b, BlockState::Used);
+                    }
+                    self.st.set_head(h, crate::store::Head::empty());
+                } else if !self.cfg.read_only {
+                    self.st.recover_head(h)?;
+                }
+            }
+            self.need_recovery_cp = !self.cfg.read_only;
+        } else {
+            // Continue the heads at the next page boundary; the session's first program is
+            // preceded by a session record.
+            self.journal
+                .expect_session(&mut self.st, !self.cfg.read_only);
+            let ps = p.geometry.page_size;
+            for h in 0..p.head_count() {
+                let (b, off) = (self.st.head_at(h).block(), self.st.head_at(h).off());
+                if b == u32::MAX {
+                    continue;
+                }
+                let off = match p.geometry.kind {
+                    FlashKind::Nand => off.div_ceil(ps) * ps,
+                    FlashKind::Nor => off,
+                };
+                if off >= p.geometry.block_size() {
+                    self.st.set_head(h, crate::store::Head::empty());
+                    self.st.set_state(b, BlockState::Used);
+                } else {
+                    self.st.set_head(h, crate::store::Head::resumed(b, off, ps));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees files that were unlinked while open when the checkpoint was taken.
+    fn orphans_from_checkpoint(&mut self, cp: &Checkpoint) -> Result<()> {
+        for &(ino, addr) in &cp.orphans {
+            if self.cfg.read_only {
+                break;
+            }
+            let node = self.read_inode(addr, ino)?;
+            self.free_file_space(&node)?;
+            self.map.set(&mut self.st, ino, MapEntry::Free)?;
+            self.nfiles = self.nfiles.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    /// Scans the journal from the checkpoint's start and applies committed records.
+    /// Returns whether there was anything after the checkpoint.
+    fn replay(&mut self, cp: &Checkpoint) -> Result<bool> {
+        let start = ScanStart {
+            block: cp.journal_block,
+            off: cp.journal_off,
+            next: cp.journal_next,
+            next_seq: cp.next_seq,
+            clean: cp.flags & CP_CLEAN != 0,
+        };
+        // Pass 1: which transactions committed, where the journal ends. Bad-block swaps apply
+        // as they are read: later records may address the swapped blocks.
+        let mut committed: Vec<Tid> = Vec::new();
+        let mut any = false;
+        let mut max_tid = 0;
+        let mut scan = JournalScan::new(&mut self.st, start)?;
+        while let Some(rec) = scan.next(&mut self.st)? {
+            any = true;
+            match &rec {
+                Record::TxCommit { tid } => committed.push(*tid),
+                Record::Remap { .. } => self.apply(&rec)?,
+                r => max_tid = max_tid.max(r.tid()),
+            }
+        }
+        self.journal_garbage = scan.ended_on_garbage();
+        let last = scan.last_seq();
+        self.st.set_seq(self.st.seq().max(last + 1));
+        if !any {
+            return Ok(self.journal_garbage);
+        }
+        self.next_tid = self.next_tid.max(max_tid.saturating_add(1));
+        committed.sort_unstable();
+        // Pass 2: apply.
+        self.replaying = true;
+        self.st.set_replaying(true);
+        let res = self.replay_committed(start, &committed);
+        self.replaying = false;
+        self.st.set_replaying(false);
+        res?;
+        Ok(true)
+    }
+
+    /// Applies every record of the journal whose transaction committed (`tid` 0 or listed).
+    fn replay_committed(&mut self, start: ScanStart, committed: &[Tid]) -> Result<()> {
+        let mut scan = JournalScan::new(&mut self.st, start)?;
+        while let Some(rec) = scan.next(&mut self.st)? {
+            let tid = rec.tid();
+            if tid != 0 && committed.binary_search(&tid).is_err() {
+                continue;
+            }
+            self.apply(&rec)?;
+        }
+        Ok(())
+    }
+
+    /// Commits open files, writes a clean checkpoint and gives the device back.
+    pub fn unmount(self) -> Result<F> {
+        self.try_unmount().map_err(|(e, _)| e)
+    }
+
+    /// Like [`Fs::unmount`], but gives the device back with the error when unmounting fails
+    /// (e.g. on power loss), so the caller can power it up and mount again.
+    pub fn try_unmount(mut self) -> core::result::Result<F, (Error, F)> {
+        if self.broken.is_none() && !self.cfg.read_only {
+            let r = self.guard(|fs| {
+                if fs.tx.is_some() {
+                    fs.abort()?;
+                }
+                fs.sync()?;
+                // Nothing was programmed since a clean mount: its checkpoint still holds.
+                if fs.journal.session_needed(&fs.st)
+                    && fs.inos.values().all(|o| o.overlay.is_none())
+                {
+                    return Ok(());
+                }
+                fs.writable()?;
+                fs.checkpoint_inner(true)
+            });
+            if let Err(e) = r {
+                return Err((e, self.st.into_flash()));
+            }
+        }
+        Ok(self.st.into_flash())
+    }
+
+    /// Gives the device back without writing anything (as if power were cut).
+    pub fn into_flash(self) -> F {
+        self.st.into_flash()
+    }
+}

@@ -1,0 +1,284 @@
+//! What the mounted file system reports about itself: `statfs`, `info`, activity counters,
+//! RAM held, and the debugging views and self-checks the tests use.
+//!
+//! It must never change anything (every function takes `&self` or only reads).
+
+use crate::error::Result;
+use crate::format::params::Params;
+use crate::fs::files::handles::Handle;
+use crate::fs::inodes::CachedFile;
+use crate::fs::Fs;
+use crate::store::{BlockInfo, BlockState, OpCounts};
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use dffs_flash::Flash;
+
+/// Space figures, as `statfs` reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    /// Bytes per reported block.
+    pub block_size: u32,
+    /// Blocks the file system can hold (after reserves).
+    pub blocks: u64,
+    /// Blocks free for new data (garbage included: collection will reclaim it).
+    pub blocks_free: u64,
+    /// Files and directories.
+    pub files: u64,
+    /// Inode numbers still available.
+    pub files_free: u64,
+    /// Longest name.
+    pub name_max: u32,
+}
+
+/// A snapshot of what the mounted file system is and holds (for `dffs info`).
+#[derive(Clone, Debug)]
+pub struct Info {
+    /// Format parameters.
+    pub params: Params,
+    /// Bytes of live data and metadata.
+    pub used_bytes: u64,
+    /// Bytes that can still be written.
+    pub free_bytes: u64,
+    /// Regular files and symlinks.
+    pub files: u32,
+    /// Directories (the root included).
+    pub dirs: u32,
+    /// Blocks marked bad.
+    pub bad_blocks: u32,
+    /// Erase counts: min, mean, max (good blocks).
+    pub erase_count: (u32, f64, u32),
+    /// Erase count of every block.
+    pub erase_counts: Vec<u32>,
+    /// Operations the last mount cost.
+    pub mount_cost: OpCounts,
+    /// RAM held by the mounted file system.
+    pub ram_bytes: usize,
+    /// Whether the last mount had to replay a journal (the previous session did not end
+    /// cleanly).
+    pub recovered: bool,
+}
+
+/// Work the file system has done since it was mounted (for benchmarks and diagnostics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// Blocks garbage collection finished.
+    pub gc_blocks: u64,
+    /// Bytes garbage collection copied.
+    pub gc_moved_bytes: u64,
+    /// Blocks moved by static wear leveling.
+    pub wl_moves: u64,
+    /// Victims garbage collection examined but kept, because something in them that may be
+    /// live could not be read.
+    pub gc_kept_blocks: u64,
+    /// Device operations issued.
+    pub ops: OpCounts,
+}
+
+impl<F: Flash> Fs<F> {
+    /// The device (for inspection: counters, simulated time).
+    pub fn flash(&self) -> &F {
+        self.st.flash()
+    }
+
+    /// The device, mutably.
+    pub fn flash_mut(&mut self) -> &mut F {
+        self.st.flash_mut()
+    }
+
+    /// Device operations issued since mount started.
+    pub fn op_counts(&self) -> OpCounts {
+        self.st.counts()
+    }
+
+    /// Work done since mount: checkpoints, garbage collection, device operations.
+    pub fn activity(&self) -> Activity {
+        Activity {
+            checkpoints: self.checkpoints,
+            gc_blocks: self.gc.blocks_collected,
+            gc_moved_bytes: self.gc.moved_bytes,
+            wl_moves: self.gc.wl_moves,
+            gc_kept_blocks: self.gc.blocks_kept,
+            ops: self.op_counts(),
+        }
+    }
+
+    /// Format parameters.
+    pub fn params(&self) -> Params {
+        self.st.p()
+    }
+
+    /// RAM held by the mounted file system (every structure it allocated).
+    pub fn ram_bytes(&self) -> usize {
+        let files: usize = self
+            .files
+            .values()
+            .map(|c| {
+                core::mem::size_of::<CachedFile>()
+                    + c.node.name.capacity()
+                    + c.node.content.ram_bytes()
+                    + 32
+            })
+            .sum();
+        let inos: usize = self.inos.values().map(|o| o.ram_bytes()).sum();
+        core::mem::size_of::<Self>()
+            + self.st.ram_bytes()
+            + self.map.ram_bytes()
+            + self.dirs.ram_bytes()
+            + self.icache.ram_bytes()
+            + files
+            + inos
+            + self.handles.capacity() * core::mem::size_of::<Option<Handle>>()
+            + self.dcache.ram_bytes()
+            + self.bt_pages.capacity() * 4
+    }
+
+    /// Where the RAM is (for diagnostics; the format of the string is not stable).
+    #[doc(hidden)]
+    pub fn debug_ram_summary(&self) -> alloc::string::String {
+        alloc::format!(
+            "store {} map {} dirs {} ({} items, {} dirty) index {} files {} ({} cached, {} dirty) inos {} ({}) dcache {}",
+            self.st.ram_bytes(),
+            self.map.ram_bytes(),
+            self.dirs.ram_bytes(),
+            self.dirs.len(),
+            self.dirs.dirty_count(),
+            self.icache.ram_bytes(),
+            self.files.values().map(|c| core::mem::size_of::<CachedFile>() + c.node.name.capacity() + c.node.content.ram_bytes() + 32).sum::<usize>(),
+            self.files.len(),
+            self.files.values().filter(|c| c.dirty).count(),
+            self.inos.values().map(|o| o.ram_bytes()).sum::<usize>(),
+            self.inos.len(),
+            self.dcache.ram_bytes(),
+        )
+    }
+
+    /// One block's table entry (for diagnostics; the format is not stable).
+    #[doc(hidden)]
+    pub fn debug_block(&self, b: u32) -> alloc::string::String {
+        match (b < self.st.block_count()).then(|| self.st.block(b)) {
+            Some(e) => {
+                alloc::format!(
+                    "block {b}: {:?}/{:?} live {} ec {} age {}; heads {:?}; journal_next {}",
+                    e.state(),
+                    e.kind(),
+                    e.live,
+                    e.ec,
+                    e.age(),
+                    self.st
+                        .heads()
+                        .iter()
+                        .map(|h| (h.block(), h.off()))
+                        .collect::<Vec<_>>(),
+                    self.journal.next()
+                )
+            }
+            None => alloc::format!("block {b}: out of range"),
+        }
+    }
+
+    /// Block states and live bytes per log (for diagnostics; the format is not stable).
+    #[doc(hidden)]
+    pub fn debug_block_summary(&self) -> alloc::string::String {
+        use core::fmt::Write;
+        let mut counts = BTreeMap::new();
+        for (_, e) in self.st.blocks() {
+            let k = alloc::format!("{:?}/{:?}", e.state(), e.kind());
+            let v = counts.entry(k).or_insert((0u32, 0u64));
+            v.0 += 1;
+            v.1 += e.live as u64;
+        }
+        let mut out = alloc::string::String::new();
+        for (k, (n, live)) in counts {
+            let _ = write!(out, "{k}: {n} blocks, {} KiB live; ", live >> 10);
+        }
+        let _ = write!(
+            out,
+            "reserve {} free {} pending {}",
+            self.st.reserve_blocks(),
+            self.st.free_blocks(),
+            self.st.pending_blocks()
+        );
+        out
+    }
+
+    /// Space figures.
+    pub fn statfs(&mut self) -> Result<StatFs> {
+        let (usable, free) = self.space();
+        let bs = self.st.p().data_block as u64;
+        let entries = self.map.high as u64;
+        Ok(StatFs {
+            block_size: self.st.p().data_block,
+            blocks: usable / bs,
+            blocks_free: free / bs,
+            files: self.nfiles as u64 + self.ndirs as u64,
+            files_free: (u32::MAX as u64).saturating_sub(entries).min(free / 64),
+            name_max: crate::format::params::NAME_MAX as u32,
+        })
+    }
+
+    /// A summary of the file system.
+    pub fn info(&mut self) -> Info {
+        let (_usable, free) = self.space();
+        let used: u64 = self
+            .st
+            .blocks()
+            .map(|(_, e)| e)
+            .filter(|b| b.state() != BlockState::Bad)
+            .map(|b| b.live as u64)
+            .sum();
+        let good: Vec<BlockInfo> = self
+            .st
+            .blocks()
+            .map(|(_, e)| e)
+            .filter(|b| b.state() != BlockState::Bad)
+            .collect();
+        let (mut mn, mut mx, mut sum) = (u32::MAX, 0u32, 0u64);
+        for b in &good {
+            mn = mn.min(b.ec);
+            mx = mx.max(b.ec);
+            sum += b.ec as u64;
+        }
+        let mean = if good.is_empty() {
+            0.0
+        } else {
+            sum as f64 / good.len() as f64
+        };
+        Info {
+            params: self.st.p(),
+            used_bytes: used,
+            free_bytes: free,
+            files: self.nfiles,
+            dirs: self.ndirs,
+            bad_blocks: self
+                .st
+                .blocks()
+                .map(|(_, e)| e)
+                .filter(|b| b.state() == BlockState::Bad)
+                .count() as u32,
+            erase_count: (if good.is_empty() { 0 } else { mn }, mean, mx),
+            erase_counts: self.st.blocks().map(|(_, b)| b.ec).collect(),
+            mount_cost: self.mount_cost,
+            ram_bytes: self.ram_bytes(),
+            recovered: self.recovered,
+        }
+    }
+
+    /// Checks the block-table invariant that must hold after every operation (no free block
+    /// is credited with live data). For tests; fsck checks this and more.
+    #[doc(hidden)]
+    pub fn debug_check_blocks(&self) -> core::result::Result<(), alloc::string::String> {
+        use crate::store::BlockState;
+        for (i, b) in self.st.blocks() {
+            if matches!(b.state(), BlockState::Free | BlockState::Erased) && b.live != 0 {
+                return Err(alloc::format!(
+                    "block {i} is {:?} but has {} live bytes",
+                    b.state(),
+                    b.live
+                ));
+            }
+        }
+        Ok(())
+    }
+}
