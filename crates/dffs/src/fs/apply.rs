@@ -26,14 +26,14 @@ impl<F: Flash> Fs<F> {
     /// Applies a record to the RAM state. Live operations call it right after journaling the
     /// record; mount calls it for every committed record of the journal tail.
     pub(crate) fn apply(&mut self, rec: &Record) -> Result<()> {
-        let p = self.st.p();
+        let p = self.store.p();
         match rec {
             // The journal's own structure: nothing in RAM changes (a transaction's commit is
             // decided by the replay's first pass).
             Record::Session | Record::Link { .. } | Record::TxCommit { .. } => Ok(()),
             // A bad-block swap the store made: logical `logical` lives on `physical` now.
             Record::Remap { logical, physical } => {
-                self.st.apply_remap(*logical, *physical);
+                self.store.apply_remap(*logical, *physical);
                 Ok(())
             }
             Record::Create {
@@ -45,25 +45,26 @@ impl<F: Flash> Fs<F> {
                 ..
             } => {
                 let ino = *ino;
-                if ino < 2 || self.map.get(&mut self.st, ino)? != MapEntry::Free {
+                if ino < 2 || self.map.get(&mut self.store, ino)? != MapEntry::Free {
                     return Err(Error::Corrupt);
                 }
                 let is_dir = attrs.is_dir();
                 let key = name_key(name, is_dir);
                 if is_dir {
-                    self.map.set(&mut self.st, ino, MapEntry::Dir(Addr::NONE))?;
+                    self.map
+                        .set(&mut self.store, ino, MapEntry::Dir(Addr::NONE))?;
                     self.dirs
                         .create(DirRoot::new(&p, ino, *parent, *attrs, name));
                     self.dirs.insert(
-                        &mut self.st,
+                        &mut self.store,
                         &mut self.map,
                         *parent,
                         Slot { ptr: ino, key },
                     )?;
-                    self.ndirs = self.ndirs.saturating_add(1);
+                    self.counts.dirs = self.counts.dirs.saturating_add(1);
                 } else {
                     self.map.set(
-                        &mut self.st,
+                        &mut self.store,
                         ino,
                         MapEntry::File {
                             parent: *parent,
@@ -88,7 +89,7 @@ impl<F: Flash> Fs<F> {
                     };
                     self.cache_file(node, true);
                     self.dirs.insert(
-                        &mut self.st,
+                        &mut self.store,
                         &mut self.map,
                         *parent,
                         Slot {
@@ -96,7 +97,7 @@ impl<F: Flash> Fs<F> {
                             key,
                         },
                     )?;
-                    self.nfiles = self.nfiles.saturating_add(1);
+                    self.counts.files = self.counts.files.saturating_add(1);
                 }
                 self.touch_dir(*parent, attrs.ctime)
             }
@@ -107,19 +108,19 @@ impl<F: Flash> Fs<F> {
                 time,
                 ..
             } => {
-                if !self.map.get(&mut self.st, *ino)?.is_file() {
+                if !self.map.get(&mut self.store, *ino)?.is_file() {
                     return Err(Error::Corrupt);
                 }
                 self.expect_dir(*parent)?;
                 self.make_linked(*ino)?;
-                let c = self.files.get_mut(ino).ok_or(Error::Corrupt)?;
+                let c = self.inodes.get_mut(*ino).ok_or(Error::Corrupt)?;
                 if c.node.links.len() >= crate::index::file::LINKS_MAX {
                     return Err(Error::Corrupt);
                 }
                 c.node.links.push((*parent, name.clone()));
                 c.node.attrs.ctime = *time;
                 self.dirs.insert(
-                    &mut self.st,
+                    &mut self.store,
                     &mut self.map,
                     *parent,
                     Slot {
@@ -141,7 +142,7 @@ impl<F: Flash> Fs<F> {
                 if !*is_dir && self.has_other_names(*ino)? {
                     // One name of several goes; the file stays.
                     self.dirs
-                        .remove(&mut self.st, &mut self.map, *parent, slot)?;
+                        .remove(&mut self.store, &mut self.map, *parent, slot)?;
                     self.change_name(*ino, *parent, *key, None, *time)?;
                     return self.touch_dir(*parent, *time);
                 }
@@ -151,12 +152,12 @@ impl<F: Flash> Fs<F> {
                     Some(self.take_file(*ino)?)
                 };
                 self.dirs
-                    .remove(&mut self.st, &mut self.map, *parent, slot)?;
+                    .remove(&mut self.store, &mut self.map, *parent, slot)?;
                 match file {
                     None => {
-                        self.dirs.destroy(&mut self.st, &mut self.map, *ino)?;
-                        self.map.set(&mut self.st, *ino, MapEntry::Free)?;
-                        self.ndirs = self.ndirs.saturating_sub(1);
+                        self.dirs.destroy(&mut self.store, &mut self.map, *ino)?;
+                        self.map.set(&mut self.store, *ino, MapEntry::Free)?;
+                        self.counts.dirs = self.counts.dirs.saturating_sub(1);
                     }
                     Some(c) => self.drop_file(c.node)?,
                 }
@@ -194,31 +195,36 @@ impl<F: Flash> Fs<F> {
                         Some(self.take_file(*victim)?)
                     };
                     self.dirs
-                        .remove(&mut self.st, &mut self.map, *new_parent, vs)?;
+                        .remove(&mut self.store, &mut self.map, *new_parent, vs)?;
                     match vfile {
                         None if keep => {
                             self.change_name(*victim, *new_parent, vkey, None, *time)?;
                         }
                         None => {
-                            self.dirs.destroy(&mut self.st, &mut self.map, *victim)?;
-                            self.map.set(&mut self.st, *victim, MapEntry::Free)?;
-                            self.ndirs = self.ndirs.saturating_sub(1);
+                            self.dirs.destroy(&mut self.store, &mut self.map, *victim)?;
+                            self.map.set(&mut self.store, *victim, MapEntry::Free)?;
+                            self.counts.dirs = self.counts.dirs.saturating_sub(1);
                         }
                         Some(c) => self.drop_file(c.node)?,
                     }
                 }
                 self.dirs
-                    .remove(&mut self.st, &mut self.map, *old_parent, old_slot)?;
+                    .remove(&mut self.store, &mut self.map, *old_parent, old_slot)?;
                 let key = name_key(name, *is_dir);
                 if *is_dir {
+                    self.dirs.rename_dir(
+                        &mut self.store,
+                        &mut self.map,
+                        *ino,
+                        *new_parent,
+                        name,
+                    )?;
                     self.dirs
-                        .rename_dir(&mut self.st, &mut self.map, *ino, *new_parent, name)?;
-                    self.dirs
-                        .root_mut(&mut self.st, &mut self.map, *ino)?
+                        .root_mut(&mut self.store, &mut self.map, *ino)?
                         .attrs
                         .ctime = *time;
                     self.dirs.insert(
-                        &mut self.st,
+                        &mut self.store,
                         &mut self.map,
                         *new_parent,
                         Slot { ptr: *ino, key },
@@ -239,10 +245,10 @@ impl<F: Flash> Fs<F> {
                             parent: *new_parent,
                             hash,
                         };
-                        self.map.set(&mut self.st, *ino, entry)?;
+                        self.map.set(&mut self.store, *ino, entry)?;
                     }
                     self.dirs.insert(
-                        &mut self.st,
+                        &mut self.store,
                         &mut self.map,
                         *new_parent,
                         Slot {
@@ -287,9 +293,9 @@ impl<F: Flash> Fs<F> {
                         a.ctime = attrs.ctime;
                     }
                 };
-                match self.map.get(&mut self.st, *ino)? {
+                match self.map.get(&mut self.store, *ino)? {
                     MapEntry::Dir(_) => {
-                        let r = self.dirs.root_mut(&mut self.st, &mut self.map, *ino)?;
+                        let r = self.dirs.root_mut(&mut self.store, &mut self.map, *ino)?;
                         apply_to(&mut r.attrs);
                         Ok(())
                     }
@@ -303,7 +309,9 @@ impl<F: Flash> Fs<F> {
                         Ok(())
                     }
                     MapEntry::Orphan => {
-                        if let Some(n) = self.inos.get_mut(ino).and_then(|o| o.orphan.as_mut()) {
+                        if let Some(n) =
+                            self.open.files.get_mut(ino).and_then(|o| o.orphan.as_mut())
+                        {
                             apply_to(&mut n.attrs);
                             if let Some(z) = algo {
                                 n.compression = z;
@@ -335,20 +343,22 @@ impl<F: Flash> Fs<F> {
             return Err(Error::Corrupt);
         };
         let ino = *ino;
-        let p = self.st.p();
+        let p = self.store.p();
         let stride = p.stride();
         let orphan = self
-            .inos
+            .open
+            .files
             .get(&ino)
             .map(|o| o.orphan.is_some())
             .unwrap_or(false);
         let mut node = if orphan {
-            self.inos
+            self.open
+                .files
                 .get(&ino)
                 .and_then(|o| o.orphan.clone())
                 .ok_or(Error::Corrupt)?
         } else {
-            match self.map.get(&mut self.st, ino)? {
+            match self.map.get(&mut self.store, ino)? {
                 MapEntry::File { .. } | MapEntry::Linked(_) => {}
                 _ => return Err(Error::Corrupt),
             }
@@ -382,9 +392,9 @@ impl<F: Flash> Fs<F> {
                 }
             }
             for a in old_nodes {
-                self.st.kill(a, p.align(p.index_node));
+                self.store.kill(a, p.align(p.index_node));
             }
-            if self.replaying {
+            if self.mount.replaying {
                 // Written before the crash, perhaps after the checkpoint: count it (counting
                 // twice what the checkpoint already counted is harmless, GC recounts).
                 let (new_blocks, new_nodes) = self.mapped(ino, &new)?;
@@ -458,7 +468,7 @@ impl<F: Flash> Fs<F> {
                         .insert(e.first, e.count, e.addr, stride);
                 }
             }
-            if self.replaying {
+            if self.mount.replaying {
                 // Data written after the checkpoint: count it and keep its blocks allocated.
                 for (_, a) in extents.iter_blocks(stride) {
                     self.claim_replayed_data(a);
@@ -472,15 +482,15 @@ impl<F: Flash> Fs<F> {
         node.attrs.mtime = *mtime;
         node.attrs.ctime = *ctime;
         // Keep RAM bounded: fold a long list of changes into the index now.
-        if !self.replaying && node.content.pending.len() > self.cfg.overlay_extents.max(16) {
+        if !self.mount.replaying && node.content.pending.len() > self.cfg.overlay_extents.max(16) {
             let mut ix = self.tree(ino);
             ix.fold(&mut node.content)?;
         }
         if orphan {
-            if let Some(o) = self.inos.get_mut(&ino) {
+            if let Some(o) = self.open.files.get_mut(&ino) {
                 o.orphan = Some(node);
             }
-        } else if let Some(c) = self.files.get_mut(&ino) {
+        } else if let Some(c) = self.inodes.get_mut(ino) {
             c.node = node;
             c.dirty = true;
         }
@@ -490,7 +500,7 @@ impl<F: Flash> Fs<F> {
     /// Every (block, address) a content maps (pending changes and truncation applied) and
     /// every index node of its tree. Reads only.
     pub(crate) fn mapped(&mut self, ino: Ino, c: &Content) -> Result<Mapped> {
-        let stride = self.st.p().stride();
+        let stride = self.store.p().stride();
         let mut blocks = Vec::new();
         let mut nodes = Vec::new();
         if c.inline.is_some() {
@@ -521,15 +531,15 @@ impl<F: Flash> Fs<F> {
 
     /// During replay: counts `bytes` at `a` live and keeps its block from the allocator.
     fn claim_replayed(&mut self, a: Addr, bytes: u32) {
-        let p = self.st.p();
+        let p = self.store.p();
         if !p.addr_valid(a) {
             return;
         }
-        self.st.add_live(a, bytes);
+        self.store.add_live(a, bytes);
         let blk = p.block_of(a);
-        let e = self.st.block(blk);
+        let e = self.store.block(blk);
         if matches!(e.state(), BlockState::Free | BlockState::Erased) {
-            self.st.set_block(
+            self.store.set_block(
                 blk,
                 BlockInfo::new(BlockState::Used, LogKind::DataHot, e.ec, e.live, e.age()),
             );

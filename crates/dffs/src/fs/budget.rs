@@ -56,15 +56,15 @@ impl<F: Flash> Fs<F> {
     /// the bytes the checkpoint would write there beyond the room left in its open block; plus
     /// the journal's next block and one block of slack (nodes do not fill blocks exactly).
     fn cp_need_blocks(&self) -> u32 {
-        let p = self.st.p();
+        let p = self.store.p();
         let fanout = p.index_fanout();
         let mut inodes = 0u64;
         let mut index_nodes = 0u64;
-        for c in self.files.values().filter(|c| c.dirty) {
+        for c in self.inodes.iter().filter(|c| c.dirty) {
             inodes += 1;
             index_nodes += fold_nodes(&c.node.content, fanout, c.node.content.depth as u32 + 1);
         }
-        for o in self.inos.values() {
+        for o in self.open.files.values() {
             if let Some(n) = &o.orphan {
                 inodes += 1;
                 index_nodes += fold_nodes(&n.content, fanout, n.content.depth as u32 + 1);
@@ -96,7 +96,7 @@ impl<F: Flash> Fs<F> {
         for kind in [LogKind::Inode, LogKind::Dir, LogKind::Map, LogKind::Index] {
             let h = p.head_of(kind);
             let need = core::mem::take(&mut per_head[h]);
-            let room = self.st.head_room(kind) as u64;
+            let room = self.store.head_room(kind) as u64;
             if need > room {
                 blocks += (need - room).div_ceil(usable);
             }
@@ -108,28 +108,28 @@ impl<F: Flash> Fs<F> {
     /// comment).
     pub(crate) fn refresh_floors(&mut self) {
         let k = self.cp_need_blocks();
-        let spares = self.st.p().bad_reserve;
+        let spares = self.store.p().bad_reserve;
         let log = k + spares;
-        let user = (self.st.p().gc_reserve + spares).max(log + 1);
-        self.st.set_floors(k, log, user);
+        let user = (self.store.p().gc_reserve + spares).max(log + 1);
+        self.store.set_floors(k, log, user);
     }
 
     /// (usable bytes, bytes that can still be written).
     pub(crate) fn space(&self) -> (u64, u64) {
-        let p = self.st.p();
+        let p = self.store.p();
         let bsz = p.geometry.block_size() as u64;
         let good = self
-            .st
+            .store
             .blocks()
             .map(|(_, e)| e)
             .filter(|b| !matches!(b.state(), BlockState::Bad | BlockState::Anchor))
             .count() as u64;
         // Reserve: GC and bad-block spares, the journal (live + next), and one open block per
         // head that may be half-used.
-        let reserve = (self.st.reserve_blocks() as u64 + 2 + p.head_count() as u64) * bsz;
+        let reserve = (self.store.reserve_blocks() as u64 + 2 + p.head_count() as u64) * bsz;
         let usable = (good * bsz).saturating_sub(reserve);
         let live: u64 = self
-            .st
+            .store
             .blocks()
             .map(|(_, e)| e)
             .filter(|b| {
@@ -138,14 +138,14 @@ impl<F: Flash> Fs<F> {
             })
             .map(|b| b.live as u64)
             .sum();
-        let cached = self.dcache.dirty_count() as u64 * p.data_slot() as u64;
+        let cached = self.data_cache.dirty_count() as u64 * p.data_slot() as u64;
         let meta_margin = (self.cfg.max_dirty as u64 + 4) * p.dir_page as u64;
         (usable, usable.saturating_sub(live + cached + meta_margin))
     }
 
     /// Refuses metadata growth when the device is nearly full.
     pub(crate) fn meta_space(&mut self) -> Result<()> {
-        let need = self.st.p().dir_page as u64 * 2;
+        let need = self.store.p().dir_page as u64 * 2;
         if self.ensure_space(need).is_err() {
             return Err(Error::NoSpace);
         }
@@ -157,7 +157,7 @@ impl<F: Flash> Fs<F> {
     pub(crate) fn ensure_space(&mut self, bytes: u64) -> Result<()> {
         self.make_room(|fs| {
             let (_, free) = fs.space();
-            let enough = free >= bytes && fs.st.free_blocks() > fs.st.reserve_blocks();
+            let enough = free >= bytes && fs.store.free_blocks() > fs.store.reserve_blocks();
             (enough, free < bytes && !fs.gc_could_help(bytes))
         })
     }
@@ -168,17 +168,17 @@ impl<F: Flash> Fs<F> {
     pub(crate) fn ensure_blocks(&mut self, n: u32, prio: Priority) -> Result<()> {
         self.make_room(|fs| {
             let floor = match prio {
-                Priority::User => fs.st.reserve_blocks(),
-                Priority::Log | Priority::Spare | Priority::Reserve => fs.st.log_floor(),
+                Priority::User => fs.store.reserve_blocks(),
+                Priority::Log | Priority::Spare | Priority::Reserve => fs.store.log_floor(),
             };
-            (fs.st.free_blocks() >= floor + n.max(1), false)
+            (fs.store.free_blocks() >= floor + n.max(1), false)
         })
     }
 
     /// Blocks the next checkpoint gives back: those emptied by GC and the journal blocks
     /// before the replay start.
     pub(crate) fn releasable_blocks(&self) -> u32 {
-        self.st
+        self.store
             .blocks()
             .map(|(_, e)| e)
             .filter(|e| {
@@ -208,10 +208,10 @@ impl<F: Flash> Fs<F> {
                 return Ok(());
             }
             rounds += 1;
-            if rounds > 4 * self.st.p().geometry.blocks + 16 {
+            if rounds > 4 * self.store.p().geometry.blocks + 16 {
                 return Err(Error::NoSpace);
             }
-            let can_cp = self.tx.is_none() && !self.replaying;
+            let can_cp = self.txn.open.is_none() && !self.mount.replaying;
             if can_cp && self.checkpoint_pays() {
                 self.checkpoint_inner(false)?;
                 continue;
@@ -255,7 +255,7 @@ impl<F: Flash> Fs<F> {
             Ok(()) | Err(Error::NoSpace) => {}
             Err(e) => return Err(e),
         }
-        if self.cfg.sync && self.tx.is_none() {
+        if self.cfg.sync && self.txn.open.is_none() {
             self.journal_flush()?;
         }
         Ok(())

@@ -100,7 +100,7 @@ impl<F: Flash> Fs<F> {
     }
 
     fn fsck_inner(&mut self) -> Result<FsckReport> {
-        let p = self.st.p();
+        let p = self.store.p();
         let mut w = Walk {
             rep: FsckReport::default(),
             used: BTreeMap::new(),
@@ -120,7 +120,7 @@ impl<F: Flash> Fs<F> {
             }
             w.rep.dirs += 1;
             let (r_parent, r_name, entries, subdirs) =
-                match self.dirs.root(&mut self.st, &mut self.map, d) {
+                match self.dirs.root(&mut self.store, &mut self.map, d) {
                     Ok(r) => (r.parent, r.name.clone(), r.entries, r.subdirs),
                     Err(Error::PowerLoss) => return Err(Error::PowerLoss),
                     Err(e) => {
@@ -140,7 +140,7 @@ impl<F: Flash> Fs<F> {
                     String::from_utf8_lossy(&r_name)
                 ));
             }
-            match self.dirs.live_page_addrs(&mut self.st, &mut self.map, d) {
+            match self.dirs.live_page_addrs(&mut self.store, &mut self.map, d) {
                 Ok(pages) => {
                     for a in pages {
                         w.claim(a, p.dir_page, "directory page", &path);
@@ -151,7 +151,7 @@ impl<F: Flash> Fs<F> {
                     .rep
                     .error(format!("{path}: bucket pages unreadable ({e})")),
             }
-            let slots = match self.dirs.all_slots(&mut self.st, &mut self.map, d) {
+            let slots = match self.dirs.all_slots(&mut self.store, &mut self.map, d) {
                 Ok(s) => s,
                 Err(Error::PowerLoss) => return Err(Error::PowerLoss),
                 Err(e) => {
@@ -175,14 +175,14 @@ impl<F: Flash> Fs<F> {
             for s in slots {
                 if s.is_dir() {
                     let child = s.ptr;
-                    match self.map.get(&mut self.st, child)? {
+                    match self.map.get(&mut self.store, child)? {
                         MapEntry::Dir(_) => {}
                         other => {
                             w.rep.error(format!("{path}: slot for directory {child} but the inode map says {other:?}"));
                             continue;
                         }
                     }
-                    let cname = match self.dirs.root(&mut self.st, &mut self.map, child) {
+                    let cname = match self.dirs.root(&mut self.store, &mut self.map, child) {
                         Ok(r) => r.name.clone(),
                         Err(Error::PowerLoss) => return Err(Error::PowerLoss),
                         Err(e) => {
@@ -205,7 +205,7 @@ impl<F: Flash> Fs<F> {
                 // A file.
                 let node: FileNode = if s.is_placeholder() {
                     let ino = s.ptr & !PLACEHOLDER;
-                    match (self.files.get(&ino), self.map.get(&mut self.st, ino)?) {
+                    match (self.inodes.get(ino), self.map.get(&mut self.store, ino)?) {
                         (Some(c), _) => {
                             // A clean cached linked inode is live on flash.
                             let n = c.node.clone();
@@ -294,7 +294,7 @@ impl<F: Flash> Fs<F> {
                             node.ino
                         ));
                     }
-                    match self.map.get(&mut self.st, node.ino)? {
+                    match self.map.get(&mut self.store, node.ino)? {
                         MapEntry::Linked(_) => {}
                         e => w.rep.error(format!(
                             "{fpath}: inode map entry of linked inode {} is {e:?}",
@@ -311,7 +311,7 @@ impl<F: Flash> Fs<F> {
                         parent: d,
                         hash: s.hash() & 0x3FFF_FFFF,
                     };
-                    match self.map.get(&mut self.st, node.ino)? {
+                    match self.map.get(&mut self.store, node.ino)? {
                         e if e == want => {}
                         e => w
                             .rep
@@ -339,13 +339,14 @@ impl<F: Flash> Fs<F> {
         // turn this into billions of lookups.
         let high = (self.map.high as u64).min(self.map.capacity()) as u32;
         let orphans: BTreeSet<Ino> = self
-            .inos
+            .open
+            .files
             .iter()
             .filter(|(_, o)| o.orphan.is_some())
             .map(|(i, _)| *i)
             .collect();
         for ino in 1..high {
-            match self.map.get(&mut self.st, ino) {
+            match self.map.get(&mut self.store, ino) {
                 Ok(MapEntry::Free) => {}
                 Ok(MapEntry::Dir(_)) if !w.dirs.contains(&ino) => w
                     .rep
@@ -365,23 +366,23 @@ impl<F: Flash> Fs<F> {
                 }
             }
         }
-        if self.nfiles as u64 != w.rep.files + orphans.len() as u64 {
+        if self.counts.files as u64 != w.rep.files + orphans.len() as u64 {
             w.rep.warn(format!(
                 "file count {} but {} files reached",
-                self.nfiles, w.rep.files
+                self.counts.files, w.rep.files
             ));
         }
-        if self.ndirs as u64 != w.rep.dirs {
+        if self.counts.dirs as u64 != w.rep.dirs {
             w.rep.warn(format!(
                 "directory count {} but {} directories reached",
-                self.ndirs, w.rep.dirs
+                self.counts.dirs, w.rep.dirs
             ));
         }
         // Inode map pages.
         let mut map_pages = Vec::new();
         if let Err(e) = self
             .map
-            .walk_pages(&mut self.st, &mut |a, _, _| map_pages.push(a))
+            .walk_pages(&mut self.store, &mut |a, _, _| map_pages.push(a))
         {
             if e == Error::PowerLoss {
                 return Err(e);
@@ -397,7 +398,7 @@ impl<F: Flash> Fs<F> {
 
     /// Index tree, data tags and sizes of one file.
     fn fsck_content(&mut self, w: &mut Walk, node: &FileNode, path: &str) -> Result<()> {
-        let p = self.st.p();
+        let p = self.store.p();
         w.rep.bytes += node.size;
         if let Some(d) = &node.content.inline {
             if d.len() as u64 != node.size {
@@ -488,7 +489,7 @@ impl<F: Flash> Fs<F> {
                 let mut data = vec![0u8; g.page_size as usize];
                 let mut oob = [0xFFu8; OOB_TAG_LEN];
                 let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
-                match self.st.read_page(page, &mut data, &mut oob[..n]) {
+                match self.store.read_page(page, &mut data, &mut oob[..n]) {
                     Ok(EccStatus::Uncorrectable) => w
                         .rep
                         .error(format!("{path}: block {b} at {a:?} is uncorrectable")),
@@ -533,7 +534,7 @@ impl<F: Flash> Fs<F> {
 
     /// Block states and live-byte accounting against what the walk found referenced.
     fn fsck_blocks(&mut self, w: &mut Walk) {
-        let p = self.st.p();
+        let p = self.store.p();
         let nblocks = p.geometry.blocks as usize;
         let mut live = vec![0u64; nblocks];
         let used: Vec<(u32, (u32, &'static str))> = w.used.iter().map(|(a, v)| (*a, *v)).collect();
@@ -552,7 +553,7 @@ impl<F: Flash> Fs<F> {
                 continue;
             }
             live[b] += len as u64;
-            let e = self.st.block(b as u32);
+            let e = self.store.block(b as u32);
             match e.state() {
                 BlockState::Used | BlockState::Head => {}
                 s => w
@@ -561,7 +562,7 @@ impl<F: Flash> Fs<F> {
             }
         }
         for (b, &l) in live.iter().enumerate() {
-            let e = self.st.block(b as u32);
+            let e = self.store.block(b as u32);
             if e.kind() == LogKind::Journal
                 || !matches!(e.state(), BlockState::Used | BlockState::Head)
             {
@@ -573,7 +574,7 @@ impl<F: Flash> Fs<F> {
                     e.live
                 ));
             } else if (e.live as u64) > l + p.dir_page as u64
-                && self.inos.values().all(|o| o.overlay.is_none())
+                && self.open.files.values().all(|o| o.overlay.is_none())
             {
                 w.rep.warn(format!(
                     "block {b} is credited with {} live bytes, {l} found (reclaimable)",

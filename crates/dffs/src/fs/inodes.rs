@@ -15,6 +15,7 @@ use crate::index::file::FileNode;
 use crate::index::inode_map::MapEntry;
 use crate::store::Priority;
 use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use dffs_flash::Flash;
 
@@ -22,15 +23,113 @@ use dffs_flash::Flash;
 #[derive(Clone, Debug)]
 pub(crate) struct CachedFile {
     pub node: FileNode,
+    /// Changed since the last checkpoint (pinned until written).
     pub dirty: bool,
-    pub used: u64,
+    /// Tick of the last use.
+    used: u64,
+}
+
+/// The inode cache: file inodes by number, dirty ones pinned until a checkpoint writes them,
+/// clean ones evicted least recently used first beyond the configured count. Keyed (not one of
+/// the linear page caches of `index::lru`): dirty inodes can number thousands between
+/// checkpoints.
+#[derive(Default)]
+pub(crate) struct InodeCache {
+    // Boxed: the map's nodes then hold pointers, not whole inodes (a B-tree node has room for
+    // eleven entries however few are used).
+    files: BTreeMap<Ino, Box<CachedFile>>,
+    tick: u64,
+}
+
+impl InodeCache {
+    /// Whether `ino` is cached.
+    pub fn contains(&self, ino: Ino) -> bool {
+        self.files.contains_key(&ino)
+    }
+
+    /// The cached inode of `ino` (not counted as a use).
+    pub fn get(&self, ino: Ino) -> Option<&CachedFile> {
+        self.files.get(&ino).map(|b| &**b)
+    }
+
+    /// The cached inode of `ino`, mutably (not counted as a use).
+    pub fn get_mut(&mut self, ino: Ino) -> Option<&mut CachedFile> {
+        self.files.get_mut(&ino).map(|b| &mut **b)
+    }
+
+    /// The cached inode of `ino`, counted as a use.
+    pub fn hit(&mut self, ino: Ino) -> Option<&mut CachedFile> {
+        let c = self.files.get_mut(&ino)?;
+        self.tick += 1;
+        c.used = self.tick;
+        Some(&mut **c)
+    }
+
+    /// Caches `node`, then evicts the least recently used clean inode (not this one) when more
+    /// than `budget` are clean.
+    pub fn insert(&mut self, node: FileNode, dirty: bool, budget: usize) {
+        self.tick += 1;
+        let ino = node.ino;
+        let used = self.tick;
+        self.files
+            .insert(ino, Box::new(CachedFile { node, dirty, used }));
+        if self.clean() > budget {
+            if let Some(victim) = self.lru_clean(|i| i != ino) {
+                self.files.remove(&victim);
+            }
+        }
+    }
+
+    /// Evicts least recently used clean inodes until at most `budget` are clean.
+    pub fn trim(&mut self, budget: usize) {
+        let mut clean = self.clean();
+        while clean > budget {
+            let Some(victim) = self.lru_clean(|_| true) else {
+                break;
+            };
+            self.files.remove(&victim);
+            clean -= 1;
+        }
+    }
+
+    /// Removes `ino` and gives its inode back.
+    pub fn remove(&mut self, ino: Ino) -> Option<CachedFile> {
+        self.files.remove(&ino).map(|b| *b)
+    }
+
+    /// Drops everything (dirty inodes included).
+    pub fn clear(&mut self) {
+        self.files.clear();
+    }
+
+    /// Cached inodes.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Every cached inode, by inode number.
+    pub fn iter(&self) -> impl Iterator<Item = &CachedFile> {
+        self.files.values().map(|b| &**b)
+    }
+
+    fn clean(&self) -> usize {
+        self.files.values().filter(|c| !c.dirty).count()
+    }
+
+    fn lru_clean(&self, may_evict: impl Fn(Ino) -> bool) -> Option<Ino> {
+        self.files
+            .iter()
+            .filter(|(i, c)| !c.dirty && may_evict(**i))
+            .min_by_key(|(_, c)| c.used)
+            .map(|(i, _)| *i)
+    }
 }
 
 impl<F: Flash> Fs<F> {
     /// Reads and decodes the inode node at `a`, checking it belongs to `ino`.
     pub(crate) fn read_inode(&mut self, a: Addr, ino: Ino) -> Result<FileNode> {
-        let p = self.st.p();
-        let (h, bytes) = self.st.read_node(a, NodeType::Inode, p.dir_page)?;
+        let p = self.store.p();
+        let (h, bytes) = self.store.read_node(a, NodeType::Inode, p.dir_page)?;
         if ino != 0 && h.ino != ino {
             return Err(Error::Corrupt);
         }
@@ -38,48 +137,18 @@ impl<F: Flash> Fs<F> {
         FileNode::decode(&p, h.ino, a, len, &bytes[NODE_HEADER as usize..])
     }
 
-    pub(crate) fn touch(&mut self) -> u64 {
-        self.tick += 1;
-        self.tick
-    }
-
     /// Puts a file inode into the cache (evicting clean ones over budget).
     pub(crate) fn cache_file(&mut self, node: FileNode, dirty: bool) {
-        let t = self.touch();
-        let ino = node.ino;
-        // Boxed: the map's nodes then hold pointers, not whole inodes (a B-tree node has room
-        // for eleven entries however few are used).
-        self.files.insert(
-            ino,
-            Box::new(CachedFile {
-                node,
-                dirty,
-                used: t,
-            }),
-        );
-        let clean = self.files.values().filter(|c| !c.dirty).count();
-        if clean > self.cfg.inode_cache {
-            if let Some((&victim, _)) = self
-                .files
-                .iter()
-                .filter(|(i, c)| !c.dirty && **i != ino)
-                .min_by_key(|(_, c)| c.used)
-            {
-                self.files.remove(&victim);
-            }
-        }
+        self.inodes.insert(node, dirty, self.cfg.inode_cache);
     }
 
     /// The committed inode of file `ino` (from the cache, or found through the inode map and
     /// its parent's slot).
     pub(crate) fn load_file(&mut self, ino: Ino) -> Result<&mut CachedFile> {
-        if self.files.contains_key(&ino) {
-            let t = self.touch();
-            let c = self.files.get_mut(&ino).ok_or(Error::Corrupt)?;
-            c.used = t;
-            return Ok(c);
+        if self.inodes.contains(ino) {
+            return self.inodes.hit(ino).ok_or(Error::Internal);
         }
-        let node = match self.map.get(&mut self.st, ino)? {
+        let node = match self.map.get(&mut self.store, ino)? {
             MapEntry::File { parent, hash } => self.find_file_in_parent(parent, hash, ino)?,
             MapEntry::Linked(a) => {
                 if a.is_none() {
@@ -95,19 +164,11 @@ impl<F: Flash> Fs<F> {
             _ => return Err(Error::NotFound),
         };
         self.cache_file(node, false);
-        self.files
-            .get_mut(&ino)
-            .map(|b| &mut **b)
-            .ok_or(Error::Corrupt)
+        self.inodes.get_mut(ino).ok_or(Error::Internal)
     }
 
     /// Finds the inode node of `ino` among the slots of `parent` whose hash matches.
-    fn find_file_in_parent(
-        &mut self,
-        parent: Ino,
-        hash30: u32,
-        ino: Ino,
-    ) -> Result<FileNode> {
+    fn find_file_in_parent(&mut self, parent: Ino, hash30: u32, ino: Ino) -> Result<FileNode> {
         let slots = self.slots_with_hash30(parent, hash30)?;
         for s in slots {
             if s.is_dir() {
@@ -134,10 +195,10 @@ impl<F: Flash> Fs<F> {
     /// The slot of file `ino` (name `name`) in `parent`.
     fn file_slot(&mut self, parent: Ino, name: &[u8], ino: Ino) -> Result<Slot> {
         let key = name_key(name, false);
-        let cands = self
-            .dirs
-            .candidates(&mut self.st, &mut self.map, parent, key & 0x7FFF_FFFF)?;
-        let node_addr = self.files.get(&ino).map(|c| c.node.node_addr);
+        let cands =
+            self.dirs
+                .candidates(&mut self.store, &mut self.map, parent, key & 0x7FFF_FFFF)?;
+        let node_addr = self.inodes.get(ino).map(|c| c.node.node_addr);
         for s in cands {
             if s.is_dir() {
                 continue;
@@ -171,15 +232,20 @@ impl<F: Flash> Fs<F> {
             return Ok(());
         }
         if linked {
-            if let Some(c) = self.files.get_mut(&ino) {
+            if let Some(c) = self.inodes.get_mut(ino) {
                 c.dirty = true;
             }
             return Ok(());
         }
         let slot = self.file_slot(parent, &name, ino)?;
-        self.dirs
-            .replace_ptr(&mut self.st, &mut self.map, parent, slot, PLACEHOLDER | ino)?;
-        if let Some(c) = self.files.get_mut(&ino) {
+        self.dirs.replace_ptr(
+            &mut self.store,
+            &mut self.map,
+            parent,
+            slot,
+            PLACEHOLDER | ino,
+        )?;
+        if let Some(c) = self.inodes.get_mut(ino) {
             c.dirty = true;
         }
         Ok(())
@@ -188,7 +254,7 @@ impl<F: Flash> Fs<F> {
     /// Writes a dirty file inode (folding its pending block changes first) and points its
     /// slot at the new node.
     pub(crate) fn write_inode(&mut self, ino: Ino) -> Result<()> {
-        let mut node = match self.files.get(&ino) {
+        let mut node = match self.inodes.get(ino) {
             Some(c) if c.dirty => c.node.clone(),
             _ => return Ok(()),
         };
@@ -197,16 +263,18 @@ impl<F: Flash> Fs<F> {
             ix.fold(&mut node.content)?;
         }
         let nb = node.encode()?;
-        let len = self.st.p().align(nb.w.len() as u32);
-        let a = self.st.write_node(LogKind::Inode, nb, Priority::Reserve)?;
+        let len = self.store.p().align(nb.w.len() as u32);
+        let a = self
+            .store
+            .write_node(LogKind::Inode, nb, Priority::Reserve)?;
         if node.node_addr.is_some() {
-            self.st.kill(node.node_addr, node.node_len);
+            self.store.kill(node.node_addr, node.node_len);
         }
         node.node_addr = a;
         node.node_len = len;
         if node.linked {
-            self.map.set(&mut self.st, ino, MapEntry::Linked(a))?;
-            if let Some(c) = self.files.get_mut(&ino) {
+            self.map.set(&mut self.store, ino, MapEntry::Linked(a))?;
+            if let Some(c) = self.inodes.get_mut(ino) {
                 c.node = node;
                 c.dirty = false;
             }
@@ -215,7 +283,7 @@ impl<F: Flash> Fs<F> {
         let key = name_key(&node.name, false);
         let parent = node.parent;
         self.dirs.replace_ptr(
-            &mut self.st,
+            &mut self.store,
             &mut self.map,
             parent,
             Slot {
@@ -224,7 +292,7 @@ impl<F: Flash> Fs<F> {
             },
             a.0,
         )?;
-        if let Some(c) = self.files.get_mut(&ino) {
+        if let Some(c) = self.inodes.get_mut(ino) {
             c.node = node;
             c.dirty = false;
         }
@@ -233,7 +301,7 @@ impl<F: Flash> Fs<F> {
 
     /// Writes the inode node of an open, unlinked file (for the checkpoint's orphan list).
     pub(crate) fn write_orphan_inode(&mut self, ino: Ino) -> Result<Addr> {
-        let mut node = match self.inos.get(&ino).and_then(|o| o.orphan.clone()) {
+        let mut node = match self.open.files.get(&ino).and_then(|o| o.orphan.clone()) {
             Some(n) => n,
             None => return Err(Error::Corrupt),
         };
@@ -242,14 +310,16 @@ impl<F: Flash> Fs<F> {
             ix.fold(&mut node.content)?;
         }
         let nb = node.encode()?;
-        let len = self.st.p().align(nb.w.len() as u32);
-        let a = self.st.write_node(LogKind::Inode, nb, Priority::Reserve)?;
+        let len = self.store.p().align(nb.w.len() as u32);
+        let a = self
+            .store
+            .write_node(LogKind::Inode, nb, Priority::Reserve)?;
         if node.node_addr.is_some() {
-            self.st.kill(node.node_addr, node.node_len);
+            self.store.kill(node.node_addr, node.node_len);
         }
         node.node_addr = a;
         node.node_len = len;
-        if let Some(o) = self.inos.get_mut(&ino) {
+        if let Some(o) = self.open.files.get_mut(&ino) {
             o.orphan = Some(node);
         }
         Ok(a)
@@ -257,7 +327,7 @@ impl<F: Flash> Fs<F> {
 
     /// Counts every block and node of a file dead (unlink, truncate of orphans).
     pub(crate) fn free_file_space(&mut self, node: &FileNode) -> Result<()> {
-        let p = self.st.p();
+        let p = self.store.p();
         let stride = p.stride();
         let mut dead_data: Vec<Addr> = node
             .content
@@ -285,10 +355,10 @@ impl<F: Flash> Fs<F> {
             self.kill_data(a);
         }
         for a in dead_nodes {
-            self.st.kill(a, p.align(p.index_node));
+            self.store.kill(a, p.align(p.index_node));
         }
         if node.node_addr.is_some() {
-            self.st.kill(node.node_addr, node.node_len);
+            self.store.kill(node.node_addr, node.node_len);
         }
         Ok(())
     }
@@ -296,44 +366,50 @@ impl<F: Flash> Fs<F> {
     /// The inode a placeholder slot stands for: a dirty file in the cache, or a file with
     /// hard links (loaded through the inode map); None for anything else.
     pub(crate) fn placeholder_file(&mut self, ino: Ino) -> Result<Option<&FileNode>> {
-        if !self.files.contains_key(&ino) {
-            match self.map.get(&mut self.st, ino)? {
+        if !self.inodes.contains(ino) {
+            match self.map.get(&mut self.store, ino)? {
                 MapEntry::Linked(_) => {
                     self.load_file(ino)?;
                 }
                 _ => return Ok(None),
             }
         }
-        Ok(self.files.get(&ino).map(|c| &c.node))
+        Ok(self.inodes.get(ino).map(|c| &c.node))
     }
 
     /// Takes file `ino`'s inode out of the cache (loading it if needed).
-    pub(crate) fn take_file(&mut self, ino: Ino) -> Result<super::CachedFile> {
-        if !self.files.contains_key(&ino) {
+    pub(crate) fn take_file(&mut self, ino: Ino) -> Result<CachedFile> {
+        if !self.inodes.contains(ino) {
             self.load_file(ino)?;
         }
-        self.files.remove(&ino).map(|b| *b).ok_or(Error::Corrupt)
+        self.inodes.remove(ino).ok_or(Error::Corrupt)
     }
 
     /// Frees a removed file's space unless it is open (then it lives on as an orphan until
     /// closed).
     pub(crate) fn drop_file(&mut self, node: FileNode) -> Result<()> {
         let ino = node.ino;
-        let open = !self.replaying && self.inos.get(&ino).map(|o| o.refs > 0).unwrap_or(false);
+        let open = !self.mount.replaying
+            && self
+                .open
+                .files
+                .get(&ino)
+                .map(|o| o.refs > 0)
+                .unwrap_or(false);
         if open {
-            if let Some(o) = self.inos.get_mut(&ino) {
+            if let Some(o) = self.open.files.get_mut(&ino) {
                 o.orphan = Some(node);
             }
-            self.map.set(&mut self.st, ino, MapEntry::Orphan)?;
+            self.map.set(&mut self.store, ino, MapEntry::Orphan)?;
         } else {
             self.free_file_space(&node)?;
-            if let Some(o) = self.inos.get_mut(&ino) {
+            if let Some(o) = self.open.files.get_mut(&ino) {
                 o.overlay = None;
             }
-            self.dcache.drop_ino(ino);
-            self.map.set(&mut self.st, ino, MapEntry::Free)?;
+            self.data_cache.drop_ino(ino);
+            self.map.set(&mut self.store, ino, MapEntry::Free)?;
         }
-        self.nfiles = self.nfiles.saturating_sub(1);
+        self.counts.files = self.counts.files.saturating_sub(1);
         Ok(())
     }
 
@@ -354,11 +430,16 @@ impl<F: Flash> Fs<F> {
         }
         let slot = self.file_slot(parent, &name, ino)?;
         if slot.ptr != PLACEHOLDER | ino {
-            self.dirs
-                .replace_ptr(&mut self.st, &mut self.map, parent, slot, PLACEHOLDER | ino)?;
+            self.dirs.replace_ptr(
+                &mut self.store,
+                &mut self.map,
+                parent,
+                slot,
+                PLACEHOLDER | ino,
+            )?;
         }
-        self.map.set(&mut self.st, ino, MapEntry::Linked(addr))?;
-        let c = self.files.get_mut(&ino).ok_or(Error::Corrupt)?;
+        self.map.set(&mut self.store, ino, MapEntry::Linked(addr))?;
+        let c = self.inodes.get_mut(ino).ok_or(Error::Corrupt)?;
         c.node.linked = true;
         c.dirty = true;
         Ok(())

@@ -6,6 +6,7 @@
 //! never apply a record itself.
 
 use crate::error::{Error, Result};
+use crate::fs::checkpoint::{CheckpointDone, CheckpointNeed};
 use crate::fs::Fs;
 use crate::journal::Record;
 use crate::store::Priority;
@@ -14,23 +15,25 @@ use dffs_flash::Flash;
 impl<F: Flash> Fs<F> {
     /// Appends a record to the journal (after a recovery checkpoint if one is due).
     pub(crate) fn journal(&mut self, rec: &Record) -> Result<()> {
-        self.writable()?;
-        self.journal.record_remaps(&mut self.st, Priority::Log)?;
-        match self.journal.append_record(&mut self.st, rec, Priority::Log) {
+        self.ensure_writable()?;
+        self.journal.record_remaps(&mut self.store, Priority::Log)?;
+        match self
+            .journal
+            .append_record(&mut self.store, rec, Priority::Log)
+        {
             Ok(_) => Ok(()),
             // Out of journal room: a checkpoint starts the journal afresh and gives back the
             // blocks collected so far. Only between operations of their own (a record of a
             // transaction or of a split commit must not see a checkpoint before its end).
-            Err(Error::NoSpace)
-                if rec.tid() == 0
-                    && self.tx.is_none()
-                    && !self.replaying
-                    && self.releasable_blocks() > 0 =>
-            {
-                self.checkpoint_inner(false)?;
-                self.journal
-                    .append_record(&mut self.st, rec, Priority::Log)
-                    .map(|_| ())
+            Err(Error::NoSpace) => {
+                let own_op = rec.tid() == 0;
+                match self.checkpoint_for(CheckpointNeed::JournalFull { own_op })? {
+                    CheckpointDone::Taken => self
+                        .journal
+                        .append_record(&mut self.store, rec, Priority::Log)
+                        .map(|_| ()),
+                    _ => Err(Error::NoSpace),
+                }
             }
             Err(e) => Err(e),
         }
@@ -38,7 +41,7 @@ impl<F: Flash> Fs<F> {
 
     /// Makes the journal durable.
     pub(crate) fn journal_flush(&mut self) -> Result<()> {
-        self.journal.record_remaps(&mut self.st, Priority::Log)?;
-        self.journal.flush(&mut self.st)
+        self.journal.record_remaps(&mut self.store, Priority::Log)?;
+        self.journal.flush(&mut self.store)
     }
 }

@@ -86,7 +86,7 @@ pub(crate) fn kind_of(mode: u32) -> FileKind {
 impl<F: Flash> Fs<F> {
     /// Checks that `ino` is a directory.
     pub(crate) fn expect_dir(&mut self, ino: Ino) -> Result<()> {
-        match self.map.get(&mut self.st, ino)? {
+        match self.map.get(&mut self.store, ino)? {
             MapEntry::Dir(_) => Ok(()),
             MapEntry::File { .. } | MapEntry::Linked(_) | MapEntry::Orphan => Err(Error::NotDir),
             MapEntry::Free => Err(Error::NotFound),
@@ -102,13 +102,13 @@ impl<F: Flash> Fs<F> {
         let hash = name_hash(name);
         let cands = self
             .dirs
-            .candidates(&mut self.st, &mut self.map, parent, hash)?;
+            .candidates(&mut self.store, &mut self.map, parent, hash)?;
         // A candidate with this name's hash that cannot be read is, almost surely, the entry
         // looked for: when nothing else matches, the answer is EIO, not "no such name".
         let mut damaged = false;
         for s in cands {
             if s.is_dir() {
-                match self.dirs.root(&mut self.st, &mut self.map, s.ptr) {
+                match self.dirs.root(&mut self.store, &mut self.map, s.ptr) {
                     Ok(r) if r.name == name => {
                         return Ok(Some(Found {
                             slot: s,
@@ -150,7 +150,7 @@ impl<F: Flash> Fs<F> {
                 };
                 if node.name == name && node.parent == parent {
                     let ino = node.ino;
-                    if !self.files.contains_key(&ino) {
+                    if !self.inodes.contains(ino) {
                         self.cache_file(node, false);
                     }
                     return Ok(Some(Found {
@@ -175,7 +175,7 @@ impl<F: Flash> Fs<F> {
             }
             if name == b".." {
                 fs.expect_dir(parent)?;
-                let pp = fs.dirs.root(&mut fs.st, &mut fs.map, parent)?.parent;
+                let pp = fs.dirs.root(&mut fs.store, &mut fs.map, parent)?.parent;
                 return fs.stat_inner(pp);
             }
             match fs.find(parent, name)? {
@@ -191,11 +191,11 @@ impl<F: Flash> Fs<F> {
     }
 
     pub(crate) fn stat_inner(&mut self, ino: Ino) -> Result<Stat> {
-        let entry = self.map.get(&mut self.st, ino)?;
-        let p = self.st.p();
+        let entry = self.map.get(&mut self.store, ino)?;
+        let p = self.store.p();
         match entry {
             MapEntry::Dir(_) => {
-                let r = self.dirs.root(&mut self.st, &mut self.map, ino)?;
+                let r = self.dirs.root(&mut self.store, &mut self.map, ino)?;
                 let size = p.dir_page as u64 * (1 + r.nbuckets() as u64);
                 Ok(Stat {
                     ino,
@@ -214,7 +214,7 @@ impl<F: Flash> Fs<F> {
             }
             MapEntry::File { .. } | MapEntry::Linked(_) | MapEntry::Orphan => {
                 let (attrs, mut size, nlink, rdev) =
-                    match self.inos.get(&ino).and_then(|o| o.orphan.as_ref()) {
+                    match self.open.files.get(&ino).and_then(|o| o.orphan.as_ref()) {
                         Some(n) => (n.attrs, n.size, 0, 0),
                         None => {
                             let c = self.load_file(ino)?;
@@ -231,7 +231,7 @@ impl<F: Flash> Fs<F> {
                     size = 0;
                 }
                 let mut attrs = attrs;
-                if let Some(ov) = self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
+                if let Some(ov) = self.open.files.get(&ino).and_then(|o| o.overlay.as_ref()) {
                     size = ov.size;
                     attrs.mtime = ov.mtime;
                     attrs.ctime = ov.ctime;
@@ -258,7 +258,7 @@ impl<F: Flash> Fs<F> {
     /// Target of symlink `ino`.
     pub fn readlink(&mut self, ino: Ino) -> Result<Vec<u8>> {
         self.guard(|fs| {
-            if let MapEntry::Dir(_) = fs.map.get(&mut fs.st, ino)? {
+            if let MapEntry::Dir(_) = fs.map.get(&mut fs.store, ino)? {
                 return Err(Error::Invalid);
             }
             let c = fs.load_file(ino)?;
@@ -307,13 +307,13 @@ impl<F: Flash> Fs<F> {
         loop {
             let (raw, next) = self
                 .dirs
-                .entries_from(&mut self.st, &mut self.map, ino, from)?;
+                .entries_from(&mut self.store, &mut self.map, ino, from)?;
             // Resolve names, then order ties by inode number.
             let mut ents: Vec<(u32, DirEntry)> = Vec::with_capacity(raw.len());
             for r in raw {
                 let s = r.slot;
                 let (name, child, kind) = if s.is_dir() {
-                    match self.dirs.root(&mut self.st, &mut self.map, s.ptr) {
+                    match self.dirs.root(&mut self.store, &mut self.map, s.ptr) {
                         Ok(root) => (root.name.clone(), s.ptr, FileKind::Dir),
                         Err(Error::Corrupt) | Err(Error::Io) | Err(Error::NotFound) => {
                             damaged = true;
@@ -416,7 +416,7 @@ impl<F: Flash> Fs<F> {
         for (i, c) in comps.iter().enumerate() {
             self.expect_dir(cur)?;
             if *c == b".." {
-                cur = self.dirs.root(&mut self.st, &mut self.map, cur)?.parent;
+                cur = self.dirs.root(&mut self.store, &mut self.map, cur)?.parent;
                 continue;
             }
             let found = self.find(cur, c)?.ok_or(Error::NotFound)?;
@@ -476,9 +476,9 @@ impl<F: Flash> Fs<F> {
         if !is_dir {
             self.load_file(ino)?;
         }
-        let cands = self
-            .dirs
-            .candidates(&mut self.st, &mut self.map, parent, key & 0x7FFF_FFFF)?;
+        let cands =
+            self.dirs
+                .candidates(&mut self.store, &mut self.map, parent, key & 0x7FFF_FFFF)?;
         for s in cands {
             if s.is_dir() != is_dir {
                 continue;
@@ -495,7 +495,7 @@ impl<F: Flash> Fs<F> {
                 }
                 continue;
             }
-            if self.files.get(&ino).map(|c| c.node.node_addr) == Some(Addr(s.ptr)) {
+            if self.inodes.get(ino).map(|c| c.node.node_addr) == Some(Addr(s.ptr)) {
                 return Ok(s);
             }
             match self.read_inode(Addr(s.ptr), 0) {
@@ -514,7 +514,7 @@ impl<F: Flash> Fs<F> {
             let h = hash30 | top << 30;
             out.extend(
                 self.dirs
-                    .candidates(&mut self.st, &mut self.map, parent, h)?,
+                    .candidates(&mut self.store, &mut self.map, parent, h)?,
             );
         }
         Ok(out)

@@ -26,7 +26,7 @@ use crate::format::attrs::{Ino, Time};
 use crate::format::params::Addr;
 use crate::fs::files::data_cache::DataCache;
 use crate::fs::files::handles::{Handle, OpenInode};
-use crate::fs::inodes::CachedFile;
+use crate::fs::inodes::InodeCache;
 use crate::index::dir::Dirs;
 use crate::index::file::{IndexCache, IndexTree};
 use crate::index::inode_map::InodeMap;
@@ -49,86 +49,128 @@ pub use report::{Activity, Info, StatFs};
 
 /// A mounted DFFS file system on flash device `F`.
 pub struct Fs<F: Flash> {
-    pub(crate) checkpoints: u64,
-    pub(crate) st: Store<F>,
-    pub(crate) map: InodeMap,
-    pub(crate) dirs: Dirs,
-    pub(crate) icache: IndexCache,
-    pub(crate) files: BTreeMap<Ino, Box<CachedFile>>,
-    pub(crate) inos: BTreeMap<Ino, Box<OpenInode>>,
-    pub(crate) handles: Vec<Option<Handle>>,
-    pub(crate) dcache: DataCache,
-    pub(crate) cfg: Config,
-    pub(crate) clock: Box<dyn Clock>,
-    pub(crate) anchor: AnchorPos,
-    pub(crate) journal: JournalWriter,
-    pub(crate) next_tid: Tid,
-    pub(crate) tx: Option<Tid>,
-    pub(crate) need_recovery_cp: bool,
-    pub(crate) nfiles: u32,
-    pub(crate) ndirs: u32,
-    pub(crate) gc: gc::GcState,
-    pub(crate) mount_cost: OpCounts,
-    pub(crate) recovered: bool,
-    pub(crate) broken: Option<Error>,
-    pub(crate) bt_pages: Vec<Addr>,
-    pub(crate) tick: u64,
-    pub(crate) replaying: bool,
+    /// The device below: blocks, heads, node reads and programs.
+    store: Store<F>,
+    /// Directory inode numbers to their pages (the DirInode map).
+    map: InodeMap,
+    /// Directory pages and their cache.
+    dirs: Dirs,
+    /// Cached index nodes of file index trees.
+    index_cache: IndexCache,
+    /// Cached file inodes.
+    inodes: InodeCache,
+    /// Open files and handles.
+    open: OpenFiles,
+    /// Write-back file data.
+    data_cache: DataCache,
+    /// Where the next journal record goes.
+    journal: JournalWriter,
+    /// Transaction ids.
+    txn: Txn,
+    /// Where the last checkpoint is.
+    cp: CheckpointPos,
+    /// What mount found and what recovery still owes.
+    mount: MountState,
+    /// Object counts and statistics.
+    counts: Counts,
+    /// Garbage collection state.
+    gc: gc::GcState,
+    cfg: Config,
+    clock: Box<dyn Clock>,
+}
+
+/// Open files (one per inode with any handle) and the handle table.
+struct OpenFiles {
+    files: BTreeMap<Ino, Box<OpenInode>>,
+    handles: Vec<Option<Handle>>,
+}
+
+/// Transaction ids: the next to hand out and the one open, if any.
+struct Txn {
+    next: Tid,
+    open: Option<Tid>,
+}
+
+/// The position of the last checkpoint: its anchor slot and its block-table pages.
+struct CheckpointPos {
+    anchor: AnchorPos,
+    table_pages: Vec<Addr>,
+}
+
+/// Mount and recovery state.
+#[derive(Default)]
+struct MountState {
+    /// Mount replayed journal records after the checkpoint.
+    recovered: bool,
+    /// Recovery is complete only once a checkpoint is written.
+    need_recovery_cp: bool,
+    /// A fatal condition (power loss): everything fails until remount.
+    broken: Option<Error>,
+    /// Journal replay is running.
+    replaying: bool,
+    /// Device operations the mount cost.
+    mount_cost: OpCounts,
     /// The last journal scan ended on bytes that were programmed but are not a valid record
     /// (a program cut by power loss).
-    pub(crate) journal_garbage: bool,
+    journal_garbage: bool,
+}
+
+/// Object counts kept for statfs and reports.
+#[derive(Default)]
+struct Counts {
+    files: u32,
+    dirs: u32,
+    checkpoints: u64,
 }
 
 impl<F: Flash> Fs<F> {
-    fn assemble(st: Store<F>, cfg: Config, clock: Box<dyn Clock>) -> Fs<F> {
-        let p = st.p();
+    fn assemble(store: Store<F>, cfg: Config, clock: Box<dyn Clock>) -> Fs<F> {
+        let p = store.p();
         let mut handles = Vec::new();
         handles.resize_with(cfg.max_open, || None);
         Fs {
             map: InodeMap::new(&p, Addr::NONE, 0, 2, 2, cfg.map_cache),
             dirs: Dirs::new(p, cfg.dir_cache),
-            icache: IndexCache::new(cfg.index_cache),
-            files: BTreeMap::new(),
-            inos: BTreeMap::new(),
-            handles,
-            dcache: DataCache::new(cfg.data_cache),
+            index_cache: IndexCache::new(cfg.index_cache),
+            inodes: InodeCache::default(),
+            open: OpenFiles {
+                files: BTreeMap::new(),
+                handles,
+            },
+            data_cache: DataCache::new(cfg.data_cache),
             cfg,
             clock,
-            anchor: AnchorPos {
-                anchor: 0,
-                slot: 0,
-                may_append: false,
+            cp: CheckpointPos {
+                anchor: AnchorPos {
+                    anchor: 0,
+                    slot: 0,
+                    may_append: false,
+                },
+                table_pages: Vec::new(),
             },
             journal: JournalWriter::default(),
-            next_tid: 1,
-            tx: None,
-            need_recovery_cp: false,
-            nfiles: 0,
-            ndirs: 0,
+            txn: Txn {
+                next: 1,
+                open: None,
+            },
+            mount: MountState::default(),
+            counts: Counts::default(),
             gc: gc::GcState::default(),
-            mount_cost: OpCounts::default(),
-            recovered: false,
-            broken: None,
-            bt_pages: Vec::new(),
-            checkpoints: 0,
-            tick: 0,
-            replaying: false,
-            journal_garbage: false,
-            st,
+            store,
         }
     }
 
     /// Records a fatal condition (power loss): everything fails until remount.
     fn fail<T>(&mut self, e: Error) -> Result<T> {
         if e == Error::PowerLoss {
-            self.broken = Some(e);
+            self.mount.broken = Some(e);
         }
         Err(e)
     }
 
     /// Runs `f`; a power loss inside breaks the file system for good.
     pub(crate) fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
-        if let Some(e) = self.broken {
+        if let Some(e) = self.mount.broken {
             return Err(e);
         }
         let r = match f(self) {
@@ -143,26 +185,14 @@ impl<F: Flash> Fs<F> {
     /// operation holds a position in a cache).
     fn trim_caches(&mut self) {
         self.dirs.trim();
-        let mut clean = self.files.values().filter(|c| !c.dirty).count();
-        while clean > self.cfg.inode_cache {
-            let Some((&victim, _)) = self
-                .files
-                .iter()
-                .filter(|(_, c)| !c.dirty)
-                .min_by_key(|(_, c)| c.used)
-            else {
-                break;
-            };
-            self.files.remove(&victim);
-            clean -= 1;
-        }
+        self.inodes.trim(self.cfg.inode_cache);
     }
 
     /// `ino`'s index tree, borrowed for one operation.
     pub(crate) fn tree(&mut self, ino: Ino) -> IndexTree<'_, F> {
         IndexTree {
-            st: &mut self.st,
-            cache: &mut self.icache,
+            st: &mut self.store,
+            cache: &mut self.index_cache,
             ino,
         }
     }

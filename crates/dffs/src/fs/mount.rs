@@ -11,6 +11,7 @@ use crate::format::attrs::{Attrs, ROOT_INO, S_IFDIR};
 use crate::format::codec::Reader;
 use crate::format::node::NodeType;
 use crate::format::params::{Addr, FormatOptions, LogKind, Params, NODE_HEADER};
+use crate::fs::checkpoint::CheckpointNeed;
 use crate::fs::{Clock, Config, Fs, NoClock};
 use crate::index::dir::{DirRoot, Dirs};
 use crate::index::inode_map::{InodeMap, MapEntry};
@@ -72,16 +73,16 @@ impl<F: Flash> Fs<F> {
         fs.dirs
             .create(DirRoot::new(&p, ROOT_INO, ROOT_INO, root_attrs, b""));
         fs.map
-            .set(&mut fs.st, ROOT_INO, MapEntry::Dir(Addr::NONE))?;
-        fs.ndirs = 1;
-        fs.journal.reserve_next(&mut fs.st, Priority::Reserve)?;
-        fs.anchor = AnchorPos {
+            .set(&mut fs.store, ROOT_INO, MapEntry::Dir(Addr::NONE))?;
+        fs.counts.dirs = 1;
+        fs.journal.reserve_next(&mut fs.store, Priority::Reserve)?;
+        fs.cp.anchor = AnchorPos {
             anchor: 1,
             slot: 0,
             may_append: false,
         };
-        fs.checkpoint_inner(true)?;
-        Ok(fs.st.into_flash())
+        fs.checkpoint_for(CheckpointNeed::Clean)?;
+        Ok(fs.store.into_flash())
     }
 
     /// Mounts the file system on `flash` with the default clock (none).
@@ -102,13 +103,13 @@ impl<F: Flash> Fs<F> {
         };
         let st = Store::new(flash, p);
         let mut fs = Fs::assemble(st, cfg, clock);
-        let before = fs.st.counts();
+        let before = fs.store.counts();
         match fs.load() {
             Ok(()) => {
-                fs.mount_cost = fs.st.counts().since(&before);
+                fs.mount.mount_cost = fs.store.counts().since(&before);
                 Ok(fs)
             }
-            Err(e) => Err((e, fs.st.into_flash())),
+            Err(e) => Err((e, fs.store.into_flash())),
         }
     }
 
@@ -118,17 +119,17 @@ impl<F: Flash> Fs<F> {
         // in RAM only, and the victim is whole again in the reloaded block table.
         self.gc.victim = None;
         self.gc.pos = 0;
-        let (cp, pos) = checkpoint::find_newest(&mut self.st)?;
+        let (cp, pos) = checkpoint::find_newest(&mut self.store)?;
         let p = cp.params;
-        self.st.set_params(p);
-        self.st.set_seq(cp.next_seq);
-        self.st.set_cp_number(cp.cp_number + 1);
+        self.store.set_params(p);
+        self.store.set_seq(cp.next_seq);
+        self.store.set_cp_number(cp.cp_number + 1);
         self.journal.resume(cp.journal_block, cp.journal_next);
-        self.st.set_read_only(self.cfg.read_only);
-        self.next_tid = cp.next_tid.max(1);
-        self.nfiles = cp.files;
-        self.ndirs = cp.dirs;
-        self.anchor = pos;
+        self.store.set_read_only(self.cfg.read_only);
+        self.txn.next = cp.next_tid.max(1);
+        self.counts.files = cp.files;
+        self.counts.dirs = cp.dirs;
+        self.cp.anchor = pos;
         self.dirs = Dirs::new(p, self.cfg.dir_cache);
         self.map = InodeMap::new(
             &p,
@@ -138,15 +139,15 @@ impl<F: Flash> Fs<F> {
             cp.ino_high,
             self.cfg.map_cache,
         );
-        self.icache.clear();
-        self.files.clear();
-        self.dcache.clear();
+        self.index_cache.clear();
+        self.inodes.clear();
+        self.data_cache.clear();
         // Block table.
         let per = p.bt_entries();
         let nblocks = p.geometry.blocks;
         let mut blocks = Vec::with_capacity(nblocks as usize);
         for (i, a) in cp.bt_pages.iter().enumerate() {
-            let (_h, bytes) = self.st.read_node(*a, NodeType::BlockTable, p.map_page)?;
+            let (_h, bytes) = self.store.read_node(*a, NodeType::BlockTable, p.map_page)?;
             let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
             let first = r.u32()?;
             let n = r.u32()?;
@@ -191,8 +192,8 @@ impl<F: Flash> Fs<F> {
                 *b = BlockInfo::new(BlockState::Bad, LogKind::DataHot, b.ec, 0, b.age());
             }
         }
-        self.st.load_table(blocks);
-        self.bt_pages = cp.bt_pages.clone();
+        self.store.load_table(blocks);
+        self.cp.table_pages = cp.bt_pages.clone();
         // Heads as the checkpoint left them; any other block still marked as a head was closed
         // after the table was written.
         for (h, &(b, off)) in cp.heads.iter().enumerate() {
@@ -202,17 +203,17 @@ impl<F: Flash> Fs<F> {
             if b != u32::MAX
                 && h < p.head_count()
                 && !taken
-                && self.st.block(b).state() == BlockState::Head
+                && self.store.block(b).state() == BlockState::Head
             {
-                self.st
+                self.store
                     .set_head(h, crate::store::Head::resumed(b, off, p.geometry.page_size));
             }
         }
         for b in 0..nblocks {
-            if self.st.block(b).state() == BlockState::Head
+            if self.store.block(b).state() == BlockState::Head
                 && !cp.heads.iter().any(|&(hb, _)| hb == b)
             {
-                self.st.set_state(b, BlockState::Used);
+                self.store.set_state(b, BlockState::Used);
             }
         }
         self.orphans_from_checkpoint(&cp)?;
@@ -225,38 +226,38 @@ impl<F: Flash> Fs<F> {
             // into it without a link replay could follow). Both are erased before any use.
             for b in 0..nblocks {
                 if matches!(
-                    self.st.block(b).state(),
+                    self.store.block(b).state(),
                     BlockState::Erased | BlockState::Reserved
                 ) {
-                    self.st.set_state(b, BlockState::Free);
+                    self.store.set_state(b, BlockState::Free);
                 }
             }
             self.journal.drop_reservation();
-            self.recovered = true;
-            self.anchor.may_append = false;
+            self.mount.recovered = true;
+            self.cp.anchor.may_append = false;
             // Heads continue after whatever was written since the checkpoint (the journal
             // restarts in a fresh block with the recovery checkpoint).
             let jh = p.head_of(LogKind::Journal);
             for h in 0..p.head_count() {
                 if h == jh {
-                    let b = self.st.head_at(h).block();
-                    if b != u32::MAX && self.st.block(b).state() == BlockState::Head {
-                        self.st.set_state(b, BlockState::Used);
+                    let b = self.store.head_at(h).block();
+                    if b != u32::MAX && self.store.block(b).state() == BlockState::Head {
+                        self.store.set_state(b, BlockState::Used);
                     }
-                    self.st.set_head(h, crate::store::Head::empty());
+                    self.store.set_head(h, crate::store::Head::empty());
                 } else if !self.cfg.read_only {
-                    self.st.recover_head(h)?;
+                    self.store.recover_head(h)?;
                 }
             }
-            self.need_recovery_cp = !self.cfg.read_only;
+            self.mount.need_recovery_cp = !self.cfg.read_only;
         } else {
             // Continue the heads at the next page boundary; the session's first program is
             // preceded by a session record.
             self.journal
-                .expect_session(&mut self.st, !self.cfg.read_only);
+                .expect_session(&mut self.store, !self.cfg.read_only);
             let ps = p.geometry.page_size;
             for h in 0..p.head_count() {
-                let (b, off) = (self.st.head_at(h).block(), self.st.head_at(h).off());
+                let (b, off) = (self.store.head_at(h).block(), self.store.head_at(h).off());
                 if b == u32::MAX {
                     continue;
                 }
@@ -265,10 +266,11 @@ impl<F: Flash> Fs<F> {
                     FlashKind::Nor => off,
                 };
                 if off >= p.geometry.block_size() {
-                    self.st.set_head(h, crate::store::Head::empty());
-                    self.st.set_state(b, BlockState::Used);
+                    self.store.set_head(h, crate::store::Head::empty());
+                    self.store.set_state(b, BlockState::Used);
                 } else {
-                    self.st.set_head(h, crate::store::Head::resumed(b, off, ps));
+                    self.store
+                        .set_head(h, crate::store::Head::resumed(b, off, ps));
                 }
             }
         }
@@ -283,8 +285,8 @@ impl<F: Flash> Fs<F> {
             }
             let node = self.read_inode(addr, ino)?;
             self.free_file_space(&node)?;
-            self.map.set(&mut self.st, ino, MapEntry::Free)?;
-            self.nfiles = self.nfiles.saturating_sub(1);
+            self.map.set(&mut self.store, ino, MapEntry::Free)?;
+            self.counts.files = self.counts.files.saturating_sub(1);
         }
         Ok(())
     }
@@ -304,8 +306,8 @@ impl<F: Flash> Fs<F> {
         let mut committed: Vec<Tid> = Vec::new();
         let mut any = false;
         let mut max_tid = 0;
-        let mut scan = JournalScan::new(&mut self.st, start)?;
-        while let Some(rec) = scan.next(&mut self.st)? {
+        let mut scan = JournalScan::new(&mut self.store, start)?;
+        while let Some(rec) = scan.next(&mut self.store)? {
             any = true;
             match &rec {
                 Record::TxCommit { tid } => committed.push(*tid),
@@ -313,28 +315,28 @@ impl<F: Flash> Fs<F> {
                 r => max_tid = max_tid.max(r.tid()),
             }
         }
-        self.journal_garbage = scan.ended_on_garbage();
+        self.mount.journal_garbage = scan.ended_on_garbage();
         let last = scan.last_seq();
-        self.st.set_seq(self.st.seq().max(last + 1));
+        self.store.set_seq(self.store.seq().max(last + 1));
         if !any {
-            return Ok(self.journal_garbage);
+            return Ok(self.mount.journal_garbage);
         }
-        self.next_tid = self.next_tid.max(max_tid.saturating_add(1));
+        self.txn.next = self.txn.next.max(max_tid.saturating_add(1));
         committed.sort_unstable();
         // Pass 2: apply.
-        self.replaying = true;
-        self.st.set_replaying(true);
+        self.mount.replaying = true;
+        self.store.set_replaying(true);
         let res = self.replay_committed(start, &committed);
-        self.replaying = false;
-        self.st.set_replaying(false);
+        self.mount.replaying = false;
+        self.store.set_replaying(false);
         res?;
         Ok(true)
     }
 
     /// Applies every record of the journal whose transaction committed (`tid` 0 or listed).
     fn replay_committed(&mut self, start: ScanStart, committed: &[Tid]) -> Result<()> {
-        let mut scan = JournalScan::new(&mut self.st, start)?;
-        while let Some(rec) = scan.next(&mut self.st)? {
+        let mut scan = JournalScan::new(&mut self.store, start)?;
+        while let Some(rec) = scan.next(&mut self.store)? {
             let tid = rec.tid();
             if tid != 0 && committed.binary_search(&tid).is_err() {
                 continue;
@@ -352,30 +354,30 @@ impl<F: Flash> Fs<F> {
     /// Like [`Fs::unmount`], but gives the device back with the error when unmounting fails
     /// (e.g. on power loss), so the caller can power it up and mount again.
     pub fn try_unmount(mut self) -> core::result::Result<F, (Error, F)> {
-        if self.broken.is_none() && !self.cfg.read_only {
+        if self.mount.broken.is_none() && !self.cfg.read_only {
             let r = self.guard(|fs| {
-                if fs.tx.is_some() {
+                if fs.txn.open.is_some() {
                     fs.abort()?;
                 }
                 fs.sync()?;
                 // Nothing was programmed since a clean mount: its checkpoint still holds.
-                if fs.journal.session_needed(&fs.st)
-                    && fs.inos.values().all(|o| o.overlay.is_none())
+                if fs.journal.session_needed(&fs.store)
+                    && fs.open.files.values().all(|o| o.overlay.is_none())
                 {
                     return Ok(());
                 }
-                fs.writable()?;
-                fs.checkpoint_inner(true)
+                fs.ensure_writable()?;
+                fs.checkpoint_for(CheckpointNeed::Clean).map(|_| ())
             });
             if let Err(e) = r {
-                return Err((e, self.st.into_flash()));
+                return Err((e, self.store.into_flash()));
             }
         }
-        Ok(self.st.into_flash())
+        Ok(self.store.into_flash())
     }
 
     /// Gives the device back without writing anything (as if power were cut).
     pub fn into_flash(self) -> F {
-        self.st.into_flash()
+        self.store.into_flash()
     }
 }

@@ -85,13 +85,13 @@ impl<F: Flash> Fs<F> {
         gid: u32,
         target: &[u8],
     ) -> Result<Stat> {
-        self.writable()?;
+        self.ensure_writable()?;
         self.check_new_name(parent, name)?;
         self.meta_space()?;
-        let ino = self.map.find_free(&mut self.st)?;
+        let ino = self.map.find_free(&mut self.store)?;
         let now = self.now();
         let rec = Record::Create {
-            tid: self.tx.unwrap_or(0),
+            tid: self.txn.open.unwrap_or(0),
             ino,
             parent,
             attrs: Attrs {
@@ -149,7 +149,8 @@ impl<F: Flash> Fs<F> {
                 return Err(Error::Invalid);
             }
             if target.len()
-                > SYMLINK_MAX.min(crate::index::file::inline_limit(&fs.st.p(), name.len()).max(64))
+                > SYMLINK_MAX
+                    .min(crate::index::file::inline_limit(&fs.store.p(), name.len()).max(64))
             {
                 return Err(Error::NameTooLong);
             }
@@ -189,14 +190,14 @@ impl<F: Flash> Fs<F> {
     /// whose names no longer fit its inode node gets `TooManyLinks`.
     pub fn link(&mut self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Stat> {
         self.guard(|fs| {
-            fs.writable()?;
-            match fs.map.get(&mut fs.st, ino)? {
+            fs.ensure_writable()?;
+            match fs.map.get(&mut fs.store, ino)? {
                 MapEntry::Dir(_) => return Err(Error::NotPermitted),
                 MapEntry::File { .. } | MapEntry::Linked(_) => {}
                 MapEntry::Orphan | MapEntry::Free => return Err(Error::NotFound),
             }
             fs.check_new_name(parent, name)?;
-            let p = fs.st.p();
+            let p = fs.store.p();
             let node = &fs.load_file(ino)?.node;
             if node.links.len() >= crate::index::file::LINKS_MAX {
                 return Err(Error::TooManyLinks);
@@ -204,7 +205,7 @@ impl<F: Flash> Fs<F> {
             check_linked_name(&p, node, parent, name, None).map_err(|_| Error::TooManyLinks)?;
             fs.meta_space()?;
             let rec = Record::HardLink {
-                tid: fs.tx.unwrap_or(0),
+                tid: fs.txn.open.unwrap_or(0),
                 ino,
                 parent,
                 name: name.to_vec(),
@@ -220,13 +221,13 @@ impl<F: Flash> Fs<F> {
     /// Removes a file or symlink.
     pub fn unlink(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
         self.guard(|fs| {
-            fs.writable()?;
+            fs.ensure_writable()?;
             let f = fs.find(parent, name)?.ok_or(Error::NotFound)?;
             if f.is_dir {
                 return Err(Error::IsDir);
             }
             let rec = Record::Unlink {
-                tid: fs.tx.unwrap_or(0),
+                tid: fs.txn.open.unwrap_or(0),
                 ino: f.ino,
                 is_dir: false,
                 parent,
@@ -242,7 +243,7 @@ impl<F: Flash> Fs<F> {
     /// Removes an empty directory (`ENOTEMPTY` otherwise).
     pub fn rmdir(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
         self.guard(|fs| {
-            fs.writable()?;
+            fs.ensure_writable()?;
             if name == b"." {
                 return Err(Error::Invalid);
             }
@@ -253,11 +254,11 @@ impl<F: Flash> Fs<F> {
             if !f.is_dir {
                 return Err(Error::NotDir);
             }
-            if fs.dirs.root(&mut fs.st, &mut fs.map, f.ino)?.entries != 0 {
+            if fs.dirs.root(&mut fs.store, &mut fs.map, f.ino)?.entries != 0 {
                 return Err(Error::NotEmpty);
             }
             let rec = Record::Unlink {
-                tid: fs.tx.unwrap_or(0),
+                tid: fs.txn.open.unwrap_or(0),
                 ino: f.ino,
                 is_dir: true,
                 parent,
@@ -279,7 +280,7 @@ impl<F: Flash> Fs<F> {
             if b == ROOT_INO {
                 return Ok(false);
             }
-            b = self.dirs.root(&mut self.st, &mut self.map, b)?.parent;
+            b = self.dirs.root(&mut self.store, &mut self.map, b)?.parent;
         }
         Err(Error::Corrupt)
     }
@@ -294,7 +295,7 @@ impl<F: Flash> Fs<F> {
         new_name: &[u8],
     ) -> Result<()> {
         self.guard(|fs| {
-            fs.writable()?;
+            fs.ensure_writable()?;
             crate::index::dir::check_name(new_name)?;
             if old_name == b"." || old_name == b".." {
                 return Err(Error::Invalid);
@@ -313,14 +314,16 @@ impl<F: Flash> Fs<F> {
                 match (src.is_dir, d.is_dir) {
                     (true, false) => return Err(Error::NotDir),
                     (false, true) => return Err(Error::IsDir),
-                    (true, true) if fs.dirs.root(&mut fs.st, &mut fs.map, d.ino)?.entries != 0 => {
+                    (true, true)
+                        if fs.dirs.root(&mut fs.store, &mut fs.map, d.ino)?.entries != 0 =>
+                    {
                         return Err(Error::NotEmpty);
                     }
                     _ => {}
                 }
             }
             if !src.is_dir {
-                let p = fs.st.p();
+                let p = fs.store.p();
                 let node = &fs.load_file(src.ino)?.node;
                 if node.linked {
                     let replacing = Some((old_parent, old_name));
@@ -329,7 +332,7 @@ impl<F: Flash> Fs<F> {
             }
             fs.meta_space()?;
             let rec = Record::Rename {
-                tid: fs.tx.unwrap_or(0),
+                tid: fs.txn.open.unwrap_or(0),
                 ino: src.ino,
                 is_dir: src.is_dir,
                 old_parent,
@@ -349,8 +352,8 @@ impl<F: Flash> Fs<F> {
     /// Changes attributes (size changes truncate or extend the file).
     pub fn setattr(&mut self, ino: Ino, a: SetAttr) -> Result<Stat> {
         self.guard(|fs| {
-            fs.writable()?;
-            let is_dir = matches!(fs.map.get(&mut fs.st, ino)?, MapEntry::Dir(_));
+            fs.ensure_writable()?;
+            let is_dir = matches!(fs.map.get(&mut fs.store, ino)?, MapEntry::Dir(_));
             if let Some(size) = a.size {
                 if is_dir {
                     return Err(Error::IsDir);
@@ -387,7 +390,7 @@ impl<F: Flash> Fs<F> {
                 attrs.ctime = fs.now();
                 fs.stat_inner(ino)?;
                 let rec = Record::Setattr {
-                    tid: fs.tx.unwrap_or(0),
+                    tid: fs.txn.open.unwrap_or(0),
                     ino,
                     mask: m,
                     attrs,
@@ -395,7 +398,7 @@ impl<F: Flash> Fs<F> {
                 fs.journal(&rec)?;
                 fs.apply(&rec)?;
                 // An open file's uncommitted times follow explicit changes.
-                if let Some(ov) = fs.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
+                if let Some(ov) = fs.open.files.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
                     if m & mask::MTIME != 0 {
                         ov.mtime = attrs.mtime;
                     }
@@ -412,17 +415,17 @@ impl<F: Flash> Fs<F> {
     /// compressed data node records its own algorithm), so a file can hold both.
     pub fn set_compression(&mut self, ino: Ino, algo: u8) -> Result<()> {
         self.guard(|fs| {
-            fs.writable()?;
+            fs.ensure_writable()?;
             if algo > crate::format::compress::DEFLATE {
                 return Err(Error::Invalid);
             }
-            match fs.map.get(&mut fs.st, ino)? {
+            match fs.map.get(&mut fs.store, ino)? {
                 MapEntry::Dir(_) => return Err(Error::IsDir),
                 MapEntry::File { .. } | MapEntry::Linked(_) | MapEntry::Orphan => {}
                 MapEntry::Free => return Err(Error::NotFound),
             }
             let rec = Record::Setattr {
-                tid: fs.tx.unwrap_or(0),
+                tid: fs.txn.open.unwrap_or(0),
                 ino,
                 mask: mask::COMPRESS | (algo as u32) << mask::COMPRESS_SHIFT,
                 attrs: Attrs::default(),
@@ -436,10 +439,10 @@ impl<F: Flash> Fs<F> {
     /// The compression of file `ino` (what data written to it now gets).
     pub fn compression(&mut self, ino: Ino) -> Result<u8> {
         self.guard(|fs| {
-            if let Some(n) = fs.inos.get(&ino).and_then(|o| o.orphan.as_ref()) {
+            if let Some(n) = fs.open.files.get(&ino).and_then(|o| o.orphan.as_ref()) {
                 return Ok(n.compression);
             }
-            match fs.map.get(&mut fs.st, ino)? {
+            match fs.map.get(&mut fs.store, ino)? {
                 MapEntry::Dir(_) => Err(Error::IsDir),
                 MapEntry::File { .. } | MapEntry::Linked(_) => {
                     Ok(fs.load_file(ino)?.node.compression)
@@ -450,7 +453,7 @@ impl<F: Flash> Fs<F> {
     }
 
     pub(crate) fn touch_dir(&mut self, dir: Ino, t: Time) -> Result<()> {
-        let r = self.dirs.root_mut(&mut self.st, &mut self.map, dir)?;
+        let r = self.dirs.root_mut(&mut self.store, &mut self.map, dir)?;
         r.attrs.mtime = t;
         r.attrs.ctime = t;
         Ok(())
@@ -467,7 +470,7 @@ impl<F: Flash> Fs<F> {
         time: Time,
     ) -> Result<()> {
         self.make_dirty(ino)?;
-        let c = self.files.get_mut(&ino).ok_or(Error::Corrupt)?;
+        let c = self.inodes.get_mut(ino).ok_or(Error::Corrupt)?;
         let n = &mut c.node;
         let i = n
             .names()

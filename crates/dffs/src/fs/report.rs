@@ -79,23 +79,23 @@ pub struct Activity {
 impl<F: Flash> Fs<F> {
     /// The device (for inspection: counters, simulated time).
     pub fn flash(&self) -> &F {
-        self.st.flash()
+        self.store.flash()
     }
 
     /// The device, mutably.
     pub fn flash_mut(&mut self) -> &mut F {
-        self.st.flash_mut()
+        self.store.flash_mut()
     }
 
     /// Device operations issued since mount started.
     pub fn op_counts(&self) -> OpCounts {
-        self.st.counts()
+        self.store.counts()
     }
 
     /// Work done since mount: checkpoints, garbage collection, device operations.
     pub fn activity(&self) -> Activity {
         Activity {
-            checkpoints: self.checkpoints,
+            checkpoints: self.counts.checkpoints,
             gc_blocks: self.gc.blocks_collected,
             gc_moved_bytes: self.gc.moved_bytes,
             wl_moves: self.gc.wl_moves,
@@ -106,14 +106,14 @@ impl<F: Flash> Fs<F> {
 
     /// Format parameters.
     pub fn params(&self) -> Params {
-        self.st.p()
+        self.store.p()
     }
 
     /// RAM held by the mounted file system (every structure it allocated).
     pub fn ram_bytes(&self) -> usize {
         let files: usize = self
-            .files
-            .values()
+            .inodes
+            .iter()
             .map(|c| {
                 core::mem::size_of::<CachedFile>()
                     + c.node.name.capacity()
@@ -121,17 +121,17 @@ impl<F: Flash> Fs<F> {
                     + 32
             })
             .sum();
-        let inos: usize = self.inos.values().map(|o| o.ram_bytes()).sum();
+        let inos: usize = self.open.files.values().map(|o| o.ram_bytes()).sum();
         core::mem::size_of::<Self>()
-            + self.st.ram_bytes()
+            + self.store.ram_bytes()
             + self.map.ram_bytes()
             + self.dirs.ram_bytes()
-            + self.icache.ram_bytes()
+            + self.index_cache.ram_bytes()
             + files
             + inos
-            + self.handles.capacity() * core::mem::size_of::<Option<Handle>>()
-            + self.dcache.ram_bytes()
-            + self.bt_pages.capacity() * 4
+            + self.open.handles.capacity() * core::mem::size_of::<Option<Handle>>()
+            + self.data_cache.ram_bytes()
+            + self.cp.table_pages.capacity() * 4
     }
 
     /// Where the RAM is (for diagnostics; the format of the string is not stable).
@@ -139,25 +139,25 @@ impl<F: Flash> Fs<F> {
     pub fn debug_ram_summary(&self) -> alloc::string::String {
         alloc::format!(
             "store {} map {} dirs {} ({} items, {} dirty) index {} files {} ({} cached, {} dirty) inos {} ({}) dcache {}",
-            self.st.ram_bytes(),
+            self.store.ram_bytes(),
             self.map.ram_bytes(),
             self.dirs.ram_bytes(),
             self.dirs.len(),
             self.dirs.dirty_count(),
-            self.icache.ram_bytes(),
-            self.files.values().map(|c| core::mem::size_of::<CachedFile>() + c.node.name.capacity() + c.node.content.ram_bytes() + 32).sum::<usize>(),
-            self.files.len(),
-            self.files.values().filter(|c| c.dirty).count(),
-            self.inos.values().map(|o| o.ram_bytes()).sum::<usize>(),
-            self.inos.len(),
-            self.dcache.ram_bytes(),
+            self.index_cache.ram_bytes(),
+            self.inodes.iter().map(|c| core::mem::size_of::<CachedFile>() + c.node.name.capacity() + c.node.content.ram_bytes() + 32).sum::<usize>(),
+            self.inodes.len(),
+            self.inodes.iter().filter(|c| c.dirty).count(),
+            self.open.files.values().map(|o| o.ram_bytes()).sum::<usize>(),
+            self.open.files.len(),
+            self.data_cache.ram_bytes(),
         )
     }
 
     /// One block's table entry (for diagnostics; the format is not stable).
     #[doc(hidden)]
     pub fn debug_block(&self, b: u32) -> alloc::string::String {
-        match (b < self.st.block_count()).then(|| self.st.block(b)) {
+        match (b < self.store.block_count()).then(|| self.store.block(b)) {
             Some(e) => {
                 alloc::format!(
                     "block {b}: {:?}/{:?} live {} ec {} age {}; heads {:?}; journal_next {}",
@@ -166,7 +166,7 @@ impl<F: Flash> Fs<F> {
                     e.live,
                     e.ec,
                     e.age(),
-                    self.st
+                    self.store
                         .heads()
                         .iter()
                         .map(|h| (h.block(), h.off()))
@@ -183,7 +183,7 @@ impl<F: Flash> Fs<F> {
     pub fn debug_block_summary(&self) -> alloc::string::String {
         use core::fmt::Write;
         let mut counts = BTreeMap::new();
-        for (_, e) in self.st.blocks() {
+        for (_, e) in self.store.blocks() {
             let k = alloc::format!("{:?}/{:?}", e.state(), e.kind());
             let v = counts.entry(k).or_insert((0u32, 0u64));
             v.0 += 1;
@@ -196,9 +196,9 @@ impl<F: Flash> Fs<F> {
         let _ = write!(
             out,
             "reserve {} free {} pending {}",
-            self.st.reserve_blocks(),
-            self.st.free_blocks(),
-            self.st.pending_blocks()
+            self.store.reserve_blocks(),
+            self.store.free_blocks(),
+            self.store.pending_blocks()
         );
         out
     }
@@ -206,13 +206,13 @@ impl<F: Flash> Fs<F> {
     /// Space figures.
     pub fn statfs(&mut self) -> Result<StatFs> {
         let (usable, free) = self.space();
-        let bs = self.st.p().data_block as u64;
+        let bs = self.store.p().data_block as u64;
         let entries = self.map.high as u64;
         Ok(StatFs {
-            block_size: self.st.p().data_block,
+            block_size: self.store.p().data_block,
             blocks: usable / bs,
             blocks_free: free / bs,
-            files: self.nfiles as u64 + self.ndirs as u64,
+            files: self.counts.files as u64 + self.counts.dirs as u64,
             files_free: (u32::MAX as u64).saturating_sub(entries).min(free / 64),
             name_max: crate::format::params::NAME_MAX as u32,
         })
@@ -222,14 +222,14 @@ impl<F: Flash> Fs<F> {
     pub fn info(&mut self) -> Info {
         let (_usable, free) = self.space();
         let used: u64 = self
-            .st
+            .store
             .blocks()
             .map(|(_, e)| e)
             .filter(|b| b.state() != BlockState::Bad)
             .map(|b| b.live as u64)
             .sum();
         let good: Vec<BlockInfo> = self
-            .st
+            .store
             .blocks()
             .map(|(_, e)| e)
             .filter(|b| b.state() != BlockState::Bad)
@@ -246,22 +246,22 @@ impl<F: Flash> Fs<F> {
             sum as f64 / good.len() as f64
         };
         Info {
-            params: self.st.p(),
+            params: self.store.p(),
             used_bytes: used,
             free_bytes: free,
-            files: self.nfiles,
-            dirs: self.ndirs,
+            files: self.counts.files,
+            dirs: self.counts.dirs,
             bad_blocks: self
-                .st
+                .store
                 .blocks()
                 .map(|(_, e)| e)
                 .filter(|b| b.state() == BlockState::Bad)
                 .count() as u32,
             erase_count: (if good.is_empty() { 0 } else { mn }, mean, mx),
-            erase_counts: self.st.blocks().map(|(_, b)| b.ec).collect(),
-            mount_cost: self.mount_cost,
+            erase_counts: self.store.blocks().map(|(_, b)| b.ec).collect(),
+            mount_cost: self.mount.mount_cost,
             ram_bytes: self.ram_bytes(),
-            recovered: self.recovered,
+            recovered: self.mount.recovered,
         }
     }
 
@@ -270,7 +270,7 @@ impl<F: Flash> Fs<F> {
     #[doc(hidden)]
     pub fn debug_check_blocks(&self) -> core::result::Result<(), alloc::string::String> {
         use crate::store::BlockState;
-        for (i, b) in self.st.blocks() {
+        for (i, b) in self.store.blocks() {
             if matches!(b.state(), BlockState::Free | BlockState::Erased) && b.live != 0 {
                 return Err(alloc::format!(
                     "block {i} is {:?} but has {} live bytes",

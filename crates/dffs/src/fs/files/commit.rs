@@ -18,7 +18,8 @@ impl<F: Flash> Fs<F> {
     /// updates, as a transaction of several).
     pub(crate) fn commit_ino(&mut self, ino: Ino) -> Result<()> {
         if !self
-            .inos
+            .open
+            .files
             .get(&ino)
             .map(|o| o.overlay.is_some())
             .unwrap_or(false)
@@ -26,7 +27,7 @@ impl<F: Flash> Fs<F> {
             return Ok(());
         }
         self.flush_blocks(ino)?;
-        let Some(mut ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.take()) else {
+        let Some(mut ov) = self.open.files.get_mut(&ino).and_then(|o| o.overlay.take()) else {
             return Ok(());
         };
         // A spilled update commits its whole block map at once.
@@ -35,7 +36,7 @@ impl<F: Flash> Fs<F> {
                 let mut ix = self.tree(ino);
                 if let Err(e) = ix.fold(&mut sp) {
                     ov.spilled = Some(sp);
-                    if let Some(o) = self.inos.get_mut(&ino) {
+                    if let Some(o) = self.open.files.get_mut(&ino) {
                         o.overlay = Some(ov);
                     }
                     return Err(e);
@@ -49,13 +50,15 @@ impl<F: Flash> Fs<F> {
             None => None,
         };
         if let Some(m) = map {
-            let mut rec = self.commit_record(self.tx.unwrap_or(0), ino, &ov, ExtentMap::new());
+            let mut rec =
+                self.commit_record(self.txn.open.unwrap_or(0), ino, &ov, ExtentMap::new());
             if let Record::Commit { map, trunc_to, .. } = &mut rec {
                 *map = Some(m);
                 *trunc_to = None;
             }
             if self
-                .inos
+                .open
+                .files
                 .get(&ino)
                 .map(|o| o.orphan.is_some())
                 .unwrap_or(false)
@@ -67,7 +70,8 @@ impl<F: Flash> Fs<F> {
         }
         // An unlinked file's changes never need to survive a power cut.
         if self
-            .inos
+            .open
+            .files
             .get(&ino)
             .map(|o| o.orphan.is_some())
             .unwrap_or(false)
@@ -76,23 +80,23 @@ impl<F: Flash> Fs<F> {
             return self.apply_commit(&rec);
         }
         let per = max_commit_extents(
-            self.st
+            self.store
                 .p()
                 .dir_page
-                .min(self.st.p().geometry.page_size.max(512)),
+                .min(self.store.p().geometry.page_size.max(512)),
         )
         .max(1);
         if ov.extents.len() <= per {
-            let rec = self.commit_record(self.tx.unwrap_or(0), ino, &ov, ov.extents.clone());
+            let rec = self.commit_record(self.txn.open.unwrap_or(0), ino, &ov, ov.extents.clone());
             self.journal(&rec)?;
             return self.apply(&rec);
         }
         // Split across records of one transaction.
-        let (tid, own) = match self.tx {
+        let (tid, own) = match self.txn.open {
             Some(t) => (t, false),
             None => {
-                let t = self.next_tid;
-                self.next_tid += 1;
+                let t = self.txn.next;
+                self.txn.next += 1;
                 (t, true)
             }
         };
@@ -100,7 +104,7 @@ impl<F: Flash> Fs<F> {
         let mut recs = Vec::new();
         for (i, chunk) in all.chunks(per).enumerate() {
             let mut e = ExtentMap::new();
-            let stride = self.st.p().stride();
+            let stride = self.store.p().stride();
             for x in chunk {
                 e.insert(x.first, x.count, x.addr, stride);
             }
@@ -122,13 +126,7 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
-    fn commit_record(
-        &self,
-        tid: Tid,
-        ino: Ino,
-        ov: &Overlay,
-        extents: ExtentMap,
-    ) -> Record {
+    fn commit_record(&self, tid: Tid, ino: Ino, ov: &Overlay, extents: ExtentMap) -> Record {
         Record::Commit {
             tid,
             ino,
@@ -148,10 +146,10 @@ impl<F: Flash> Fs<F> {
         self.guard(|fs| {
             let h = fs.handle(fh)?;
             if h.flags.write {
-                fs.writable()?;
+                fs.ensure_writable()?;
                 fs.commit_ino(h.ino)?;
             }
-            if fs.tx.is_none() && !fs.cfg.read_only {
+            if fs.txn.open.is_none() && !fs.cfg.read_only {
                 fs.journal_flush()?;
             }
             fs.after_op()
@@ -165,7 +163,8 @@ impl<F: Flash> Fs<F> {
                 return Ok(());
             }
             let inos: Vec<Ino> = fs
-                .inos
+                .open
+                .files
                 .iter()
                 .filter(|(_, o)| o.overlay.is_some())
                 .map(|(i, _)| *i)
@@ -173,7 +172,7 @@ impl<F: Flash> Fs<F> {
             for ino in inos {
                 fs.commit_ino(ino)?;
             }
-            if fs.tx.is_none() {
+            if fs.txn.open.is_none() {
                 fs.journal_flush()?;
             }
             Ok(())
@@ -185,14 +184,14 @@ impl<F: Flash> Fs<F> {
     /// synced first.
     pub fn begin_transaction(&mut self) -> Result<()> {
         self.guard(|fs| {
-            fs.writable()?;
-            if fs.tx.is_some() {
+            fs.ensure_writable()?;
+            if fs.txn.open.is_some() {
                 return Err(Error::Busy);
             }
             fs.sync()?;
-            let t = fs.next_tid;
-            fs.next_tid += 1;
-            fs.tx = Some(t);
+            let t = fs.txn.next;
+            fs.txn.next += 1;
+            fs.txn.open = Some(t);
             Ok(())
         })
     }
@@ -200,9 +199,10 @@ impl<F: Flash> Fs<F> {
     /// Commits the open transaction: all its changes become durable at once.
     pub fn commit_transaction(&mut self) -> Result<()> {
         self.guard(|fs| {
-            let tid = fs.tx.ok_or(Error::Invalid)?;
+            let tid = fs.txn.open.ok_or(Error::Invalid)?;
             let inos: Vec<Ino> = fs
-                .inos
+                .open
+                .files
                 .iter()
                 .filter(|(_, o)| o.overlay.is_some())
                 .map(|(i, _)| *i)
@@ -212,7 +212,7 @@ impl<F: Flash> Fs<F> {
             }
             fs.journal(&Record::TxCommit { tid })?;
             fs.journal_flush()?;
-            fs.tx = None;
+            fs.txn.open = None;
             fs.after_op()
         })
     }
@@ -221,7 +221,7 @@ impl<F: Flash> Fs<F> {
     /// transaction began (open handles stay open; files created in it are gone).
     pub fn abort_transaction(&mut self) -> Result<()> {
         self.guard(|fs| {
-            if fs.tx.is_none() {
+            if fs.txn.open.is_none() {
                 return Err(Error::Invalid);
             }
             fs.abort()
@@ -230,29 +230,30 @@ impl<F: Flash> Fs<F> {
 
     /// Drops all RAM state and reloads from flash (what a power cut and remount would do).
     pub(crate) fn abort(&mut self) -> Result<()> {
-        self.tx = None;
-        for o in self.inos.values_mut() {
+        self.txn.open = None;
+        for o in self.open.files.values_mut() {
             o.overlay = None;
         }
-        self.dcache.clear();
-        self.files.clear();
+        self.data_cache.clear();
+        self.inodes.clear();
         self.dirs.clear();
         self.map.clear_cache();
-        self.icache.clear();
-        self.st.reset_heads();
+        self.index_cache.clear();
+        self.store.reset_heads();
         self.load()?;
         // Orphans and handles to inodes that no longer exist are left dangling; their
         // operations report NotFound.
         let stale: Vec<Ino> = self
-            .inos
+            .open
+            .files
             .keys()
             .copied()
             .collect::<Vec<_>>()
             .into_iter()
-            .filter(|&i| !matches!(self.map.get(&mut self.st, i), Ok(e) if e.is_file()))
+            .filter(|&i| !matches!(self.map.get(&mut self.store, i), Ok(e) if e.is_file()))
             .collect();
         for i in stale {
-            if let Some(o) = self.inos.get_mut(&i) {
+            if let Some(o) = self.open.files.get_mut(&i) {
                 o.orphan = None;
             }
         }

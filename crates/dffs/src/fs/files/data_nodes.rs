@@ -27,7 +27,7 @@ impl<F: Flash> Fs<F> {
         data: &[u8],
         prio: Priority,
     ) -> Result<Addr> {
-        let p = self.st.p();
+        let p = self.store.p();
         let (bs, slot) = (p.data_block as usize, p.data_slot() as usize);
         if data.len() != count as usize * bs {
             return Err(Error::Invalid);
@@ -36,7 +36,7 @@ impl<F: Flash> Fs<F> {
         node::put_data_slots(&mut payload, ino, first, data, bs, slot);
         let mut nb = NodeBuilder::new(NodeType::Data, 0, ino, DATA_HEADER as usize);
         nb.w.u32(first).u32(count).u32(payload.len() as u32).u32(0);
-        self.st.write_data_node(kind, nb, &payload, prio)
+        self.store.write_data_node(kind, nb, &payload, prio)
     }
 
     /// Reads the whole data block at `a` into `buf`, checking it belongs to (`ino`, `b`).
@@ -44,7 +44,7 @@ impl<F: Flash> Fs<F> {
         if a.is_packed() {
             return self.read_packed(a, ino, b, buf);
         }
-        let p = self.st.p();
+        let p = self.store.p();
         let g = p.geometry;
         match g.kind {
             FlashKind::Nand => {
@@ -54,7 +54,7 @@ impl<F: Flash> Fs<F> {
                 let page = (p.byte_of(a) / g.page_size as u64) as u32;
                 let mut oob = [0u8; OOB_TAG_LEN];
                 let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
-                let st = self.st.read_page(page, buf, &mut oob[..n])?;
+                let st = self.store.read_page(page, buf, &mut oob[..n])?;
                 if st == EccStatus::Uncorrectable {
                     return Err(Error::Io);
                 }
@@ -81,7 +81,7 @@ impl<F: Flash> Fs<F> {
                     return Err(Error::Invalid);
                 }
                 let mut slot = vec![0u8; bs + DATA_CRC_LEN as usize];
-                let ok = self.st.read_checked(p.byte_of(a), &mut slot, &mut |s| {
+                let ok = self.store.read_checked(p.byte_of(a), &mut slot, &mut |s| {
                     node::data_slot_ok(ino, b, s, bs)
                 })?;
                 if !ok {
@@ -97,9 +97,9 @@ impl<F: Flash> Fs<F> {
     /// that is unreadable, fails its CRC, belongs elsewhere or does not decompress to exactly
     /// one block is `Io`.
     fn read_packed(&mut self, a: Addr, ino: Ino, b: u32, buf: &mut [u8]) -> Result<()> {
-        let p = self.st.p();
+        let p = self.store.p();
         let max = DATAZ_HEADER + compress::MAX_RAW;
-        let (h, bytes) = match self.st.read_node(a.node(), NodeType::DataZ, max) {
+        let (h, bytes) = match self.store.read_node(a.node(), NodeType::DataZ, max) {
             Ok(x) => x,
             Err(Error::PowerLoss) => return Err(Error::PowerLoss),
             Err(_) => return Err(Error::Io),
@@ -124,15 +124,15 @@ impl<F: Flash> Fs<F> {
     /// Counts one data block dead (a compressed one: its whole node).
     pub(crate) fn kill_data(&mut self, a: Addr) {
         if let Some((at, len)) = self.data_extent(a) {
-            self.st.kill(at, len);
+            self.store.kill(at, len);
         }
     }
 
     /// The aligned length of the compressed data node at `at` (for fsck).
     pub(crate) fn dataz_len(&mut self, at: Addr) -> Option<u32> {
-        let p = self.st.p();
+        let p = self.store.p();
         let mut h = [0u8; NODE_HEADER as usize];
-        self.st.read(p.byte_of(at), &mut h).ok()?;
+        self.store.read(p.byte_of(at), &mut h).ok()?;
         let max = crate::format::compress::DATAZ_HEADER + crate::format::compress::MAX_RAW;
         match node::probe(&h, max) {
             Probe::Header(hd) if hd.typ == NodeType::DataZ => Some(p.align(hd.len)),
@@ -145,7 +145,7 @@ impl<F: Flash> Fs<F> {
     /// compressed data node (see [`crate::format::compress::share`]), read from the node header (`None` when it cannot be read:
     /// the block then stays counted live until garbage collection recounts it).
     pub(crate) fn data_extent(&mut self, a: Addr) -> Option<(Addr, u32)> {
-        let p = self.st.p();
+        let p = self.store.p();
         if a.is_none() {
             return None;
         }
@@ -157,7 +157,7 @@ impl<F: Flash> Fs<F> {
             return None;
         }
         let mut h = [0u8; crate::format::compress::DATAZ_HEADER as usize];
-        self.st.read(p.byte_of(at), &mut h).ok()?;
+        self.store.read(p.byte_of(at), &mut h).ok()?;
         let max = crate::format::compress::DATAZ_HEADER + crate::format::compress::MAX_RAW;
         match node::probe(&h, max) {
             Probe::Header(hd) if hd.typ == NodeType::DataZ => {

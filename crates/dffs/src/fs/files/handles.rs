@@ -87,7 +87,7 @@ impl<F: Flash> Fs<F> {
     /// Opens file `ino`.
     pub fn open(&mut self, ino: Ino, flags: OpenFlags) -> Result<Fh> {
         self.guard(|fs| {
-            match fs.map.get(&mut fs.st, ino)? {
+            match fs.map.get(&mut fs.store, ino)? {
                 MapEntry::Dir(_) => {
                     if flags.write {
                         return Err(Error::IsDir);
@@ -102,18 +102,19 @@ impl<F: Flash> Fs<F> {
                 MapEntry::Orphan | MapEntry::Free => return Err(Error::NotFound),
             }
             if flags.write || flags.truncate {
-                fs.writable()?;
+                fs.ensure_writable()?;
             }
             let slot = fs
+                .open
                 .handles
                 .iter()
                 .position(|h| h.is_none())
                 .ok_or(Error::TooManyOpen)?;
-            fs.handles[slot] = Some(Handle { ino, flags });
-            fs.inos.entry(ino).or_default().refs += 1;
+            fs.open.handles[slot] = Some(Handle { ino, flags });
+            fs.open.files.entry(ino).or_default().refs += 1;
             if flags.truncate && flags.write {
                 if let Err(e) = fs.truncate_ino(ino, 0) {
-                    fs.handles[slot] = None;
+                    fs.open.handles[slot] = None;
                     fs.release(ino)?;
                     return Err(e);
                 }
@@ -123,7 +124,8 @@ impl<F: Flash> Fs<F> {
     }
 
     pub(crate) fn handle(&self, fh: Fh) -> Result<Handle> {
-        self.handles
+        self.open
+            .handles
             .get(fh.0 as usize)
             .copied()
             .flatten()
@@ -140,7 +142,7 @@ impl<F: Flash> Fs<F> {
             } else {
                 Ok(())
             };
-            fs.handles[fh.0 as usize] = None;
+            fs.open.handles[fh.0 as usize] = None;
             fs.release(h.ino)?;
             r?;
             fs.after_op()
@@ -149,7 +151,7 @@ impl<F: Flash> Fs<F> {
 
     /// Drops one reference to an open inode; frees an orphan when the last goes.
     pub(crate) fn release(&mut self, ino: Ino) -> Result<()> {
-        let last = match self.inos.get_mut(&ino) {
+        let last = match self.open.files.get_mut(&ino) {
             Some(o) => {
                 o.refs = o.refs.saturating_sub(1);
                 o.refs == 0
@@ -159,26 +161,26 @@ impl<F: Flash> Fs<F> {
         if !last {
             return Ok(());
         }
-        let o = self.inos.get(&ino).cloned().unwrap_or_default();
+        let o = self.open.files.get(&ino).cloned().unwrap_or_default();
         if let Some(node) = &o.orphan {
             if let Some(ov) = &o.overlay {
                 self.discard_overlay_space(ino, ov, node)?;
             }
-            self.inos.remove(&ino);
-            self.dcache.drop_ino(ino);
+            self.open.files.remove(&ino);
+            self.data_cache.drop_ino(ino);
             self.free_file_space(node)?;
-            if self.map.get(&mut self.st, ino)? == MapEntry::Orphan {
-                self.map.set(&mut self.st, ino, MapEntry::Free)?;
+            if self.map.get(&mut self.store, ino)? == MapEntry::Orphan {
+                self.map.set(&mut self.store, ino, MapEntry::Free)?;
             }
         } else if let Some(ov) = &o.overlay {
             // Uncommitted changes of a handle closed without commit (read-only handles never
             // have any; this is a dropped overlay after an error).
             let committed = self.committed(ino)?;
             self.discard_overlay_space(ino, ov, &committed)?;
-            self.inos.remove(&ino);
-            self.dcache.drop_ino(ino);
+            self.open.files.remove(&ino);
+            self.data_cache.drop_ino(ino);
         } else {
-            self.inos.remove(&ino);
+            self.open.files.remove(&ino);
         }
         Ok(())
     }
@@ -191,14 +193,14 @@ impl<F: Flash> Fs<F> {
         ov: &Overlay,
         committed: &FileNode,
     ) -> Result<()> {
-        let stride = self.st.p().stride();
+        let stride = self.store.p().stride();
         let addrs: Vec<Addr> = match &ov.spilled {
             None => ov.extents.iter_blocks(stride).map(|x| x.1).collect(),
             Some(sp) => {
                 let (blocks, nodes) = self.mapped(ino, sp)?;
-                let p = self.st.p();
+                let p = self.store.p();
                 for a in nodes {
-                    self.st.kill(a, p.align(p.index_node));
+                    self.store.kill(a, p.align(p.index_node));
                 }
                 let mut own = Vec::new();
                 for (b, a) in blocks {
@@ -221,7 +223,7 @@ impl<F: Flash> Fs<F> {
 
     /// Open handles (for front ends).
     pub fn open_handles(&self) -> usize {
-        self.handles.iter().filter(|h| h.is_some()).count()
+        self.open.handles.iter().filter(|h| h.is_some()).count()
     }
 
     /// The inode of a handle.

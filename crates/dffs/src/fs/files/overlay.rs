@@ -38,7 +38,8 @@ impl<F: Flash> Fs<F> {
     /// The overlay of open inode `ino`, created from the committed state if needed.
     pub(crate) fn overlay(&mut self, ino: Ino) -> Result<&mut Overlay> {
         let has = self
-            .inos
+            .open
+            .files
             .get(&ino)
             .map(|o| o.overlay.is_some())
             .unwrap_or(false);
@@ -53,9 +54,10 @@ impl<F: Flash> Fs<F> {
                 inline: node.content.inline.clone(),
                 spilled: None,
             };
-            self.inos.entry(ino).or_default().overlay = Some(ov);
+            self.open.files.entry(ino).or_default().overlay = Some(ov);
         }
-        self.inos
+        self.open
+            .files
             .get_mut(&ino)
             .and_then(|o| o.overlay.as_mut())
             .ok_or(Error::Corrupt)
@@ -63,7 +65,7 @@ impl<F: Flash> Fs<F> {
 
     /// The committed node of `ino` (orphans included).
     pub(crate) fn committed(&mut self, ino: Ino) -> Result<FileNode> {
-        if let Some(n) = self.inos.get(&ino).and_then(|o| o.orphan.as_ref()) {
+        if let Some(n) = self.open.files.get(&ino).and_then(|o| o.orphan.as_ref()) {
             return Ok(n.clone());
         }
         Ok(self.load_file(ino)?.node.clone())
@@ -71,7 +73,7 @@ impl<F: Flash> Fs<F> {
 
     /// Current size of `ino` (overlay first).
     pub(crate) fn cur_size(&mut self, ino: Ino) -> Result<u64> {
-        if let Some(ov) = self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
+        if let Some(ov) = self.open.files.get(&ino).and_then(|o| o.overlay.as_ref()) {
             return Ok(ov.size);
         }
         Ok(self.committed(ino)?.size)

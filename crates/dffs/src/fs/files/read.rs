@@ -23,9 +23,9 @@ pub(crate) enum Src {
 impl<F: Flash> Fs<F> {
     /// Where block `b` of `ino` is, ignoring the data cache.
     fn block_src(&mut self, ino: Ino, node: &FileNode, b: u32) -> Result<Src> {
-        let p = self.st.p();
+        let p = self.store.p();
         let stride = p.stride();
-        if let Some(ov) = self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
+        if let Some(ov) = self.open.files.get(&ino).and_then(|o| o.overlay.as_ref()) {
             if let Some(sp) = ov.spilled.clone() {
                 let mut ix = self.tree(ino);
                 let a = ix.lookup(&sp, b)?;
@@ -50,14 +50,14 @@ impl<F: Flash> Fs<F> {
 
     /// Block `b` of `ino` (zeros for holes).
     pub(crate) fn get_block(&mut self, ino: Ino, node: &FileNode, b: u32) -> Result<Vec<u8>> {
-        if let Some(d) = self.dcache.get(ino, b) {
+        if let Some(d) = self.data_cache.get(ino, b) {
             return Ok(d.to_vec());
         }
-        let bs = self.st.p().data_block as usize;
+        let bs = self.store.p().data_block as usize;
         let mut buf = vec![0u8; bs];
         if let Src::At(a) = self.block_src(ino, node, b)? {
             self.read_data(a, ino, b, &mut buf)?;
-            self.dcache.put(ino, b, buf.clone(), false);
+            self.data_cache.put(ino, b, buf.clone(), false);
         }
         Ok(buf)
     }
@@ -82,7 +82,8 @@ impl<F: Flash> Fs<F> {
         let n = (buf.len() as u64).min(size - off) as usize;
         // Inline content.
         let ov_inline = self
-            .inos
+            .open
+            .files
             .get(&ino)
             .and_then(|o| o.overlay.as_ref())
             .map(|o| o.inline.clone());
@@ -97,7 +98,7 @@ impl<F: Flash> Fs<F> {
             }
             return Ok(n);
         }
-        let p = self.st.p();
+        let p = self.store.p();
         let bs = p.data_block as u64;
         let mut done = 0usize;
         while done < n {
@@ -107,7 +108,7 @@ impl<F: Flash> Fs<F> {
             let take = (bs as usize - in_b).min(n - done);
             // Whole blocks not in the cache go straight from flash into the caller's buffer,
             // coalescing runs that are contiguous on NOR.
-            if in_b == 0 && take == bs as usize && self.dcache.get(ino, b).is_none() {
+            if in_b == 0 && take == bs as usize && self.data_cache.get(ino, b).is_none() {
                 let run = self.read_run(ino, &node, b, &mut buf[done..n])?;
                 done += run;
                 continue;
@@ -121,14 +122,8 @@ impl<F: Flash> Fs<F> {
 
     /// Reads whole blocks from `b` into `dst` (a multiple of the block size or the tail),
     /// as many as are contiguous on flash; returns the bytes read.
-    fn read_run(
-        &mut self,
-        ino: Ino,
-        node: &FileNode,
-        b: u32,
-        dst: &mut [u8],
-    ) -> Result<usize> {
-        let p = self.st.p();
+    fn read_run(&mut self, ino: Ino, node: &FileNode, b: u32, dst: &mut [u8]) -> Result<usize> {
+        let p = self.store.p();
         let bs = p.data_block as usize;
         let first = match self.block_src(ino, node, b)? {
             Src::Hole => {
@@ -149,7 +144,7 @@ impl<F: Flash> Fs<F> {
         let mut count = 1usize;
         while (count + 1) * bs <= dst.len() && count < 64 {
             let nb = b + count as u32;
-            if self.dcache.get(ino, nb).is_some() {
+            if self.data_cache.get(ino, nb).is_some() {
                 break;
             }
             match self.block_src(ino, node, nb)? {
@@ -166,7 +161,7 @@ impl<F: Flash> Fs<F> {
         // read again on its own (the error may be transient).
         let slot = p.data_slot() as usize;
         let mut raw = vec![0u8; (count - 1) * slot + bs + DATA_CRC_LEN as usize];
-        let read = self.st.read(p.byte_of(first), &mut raw);
+        let read = self.store.read(p.byte_of(first), &mut raw);
         for k in 0..count {
             let s = &raw[k * slot..k * slot + bs + DATA_CRC_LEN as usize];
             let out = &mut dst[k * bs..(k + 1) * bs];

@@ -20,7 +20,7 @@ impl<F: Flash> Fs<F> {
             if !h.flags.write {
                 return Err(Error::BadHandle);
             }
-            fs.writable()?;
+            fs.ensure_writable()?;
             fs.truncate_ino(h.ino, size)?;
             if h.flags.sync || fs.cfg.sync {
                 fs.commit_ino(h.ino)?;
@@ -32,13 +32,18 @@ impl<F: Flash> Fs<F> {
 
     /// Sets the size of `ino`; a file that is not open is committed right away.
     pub(crate) fn truncate_ino(&mut self, ino: Ino, size: u64) -> Result<()> {
-        let p = self.st.p();
+        let p = self.store.p();
         if size > p.max_file_size() {
             return Err(Error::TooBig);
         }
-        let was_open = self.inos.get(&ino).map(|o| o.refs > 0).unwrap_or(false);
+        let was_open = self
+            .open
+            .files
+            .get(&ino)
+            .map(|o| o.refs > 0)
+            .unwrap_or(false);
         if !was_open {
-            self.inos.entry(ino).or_default().refs += 1;
+            self.open.files.entry(ino).or_default().refs += 1;
         }
         let r = self.truncate_open(ino, size);
         let r = r.and_then(|_| {
@@ -55,7 +60,7 @@ impl<F: Flash> Fs<F> {
     }
 
     fn truncate_open(&mut self, ino: Ino, size: u64) -> Result<()> {
-        let p = self.st.p();
+        let p = self.store.p();
         let bs = p.data_block as u64;
         let stride = p.stride();
         let now = self.now();
@@ -82,7 +87,7 @@ impl<F: Flash> Fs<F> {
                 let s = (b * bs) as usize;
                 let e = (s + bs as usize).min(d.len());
                 blk[..e - s].copy_from_slice(&d[s..e]);
-                self.dcache.put(ino, b as u32, blk, true);
+                self.data_cache.put(ino, b as u32, blk, true);
             }
             return Ok(());
         }
@@ -136,13 +141,13 @@ impl<F: Flash> Fs<F> {
                     self.kill_data(a);
                 }
             }
-            self.dcache.drop_from(ino, keep);
+            self.data_cache.drop_from(ino, keep);
             // Zero the tail of the last partial block.
             if size % bs != 0 {
                 let b = (size / bs) as u32;
                 let mut blk = self.get_block(ino, &node, b)?;
                 blk[(size % bs) as usize..].fill(0);
-                self.dcache.put(ino, b, blk, true);
+                self.data_cache.put(ino, b, blk, true);
                 // The tail block is rewritten; make sure the truncation point is block aligned
                 // for the commit (blocks from `keep` are dropped, the rewritten one replaces).
             }

@@ -25,7 +25,7 @@ impl<F: Flash> Fs<F> {
             if !h.flags.write {
                 return Err(Error::BadHandle);
             }
-            fs.writable()?;
+            fs.ensure_writable()?;
             let off = if h.flags.append {
                 fs.cur_size(h.ino)?
             } else {
@@ -34,7 +34,7 @@ impl<F: Flash> Fs<F> {
             let n = fs.write_ino(h.ino, off, data)?;
             if h.flags.sync || fs.cfg.sync {
                 fs.commit_ino(h.ino)?;
-                if fs.tx.is_none() {
+                if fs.txn.open.is_none() {
                     fs.journal_flush()?;
                 }
             }
@@ -47,7 +47,7 @@ impl<F: Flash> Fs<F> {
         if data.is_empty() {
             return Ok(0);
         }
-        let p = self.st.p();
+        let p = self.store.p();
         let end = off.checked_add(data.len() as u64).ok_or(Error::TooBig)?;
         if end > p.max_file_size() {
             return Err(Error::TooBig);
@@ -63,7 +63,7 @@ impl<F: Flash> Fs<F> {
         self.ensure_space(need)?;
         // Room for writing it all back, so a write either happens whole or not at all: the
         // blocks as flush_blocks will write them (each with its data node header on NOR).
-        let blocks = need / bs + self.dcache.dirty_count() as u64;
+        let blocks = need / bs + self.data_cache.dirty_count() as u64;
         let bytes = blocks * (p.data_slot() as u64 + DATA_HEADER as u64);
         self.ensure_blocks(
             bytes.div_ceil(p.geometry.block_size() as u64) as u32,
@@ -90,7 +90,7 @@ impl<F: Flash> Fs<F> {
                 let s = (b * bs) as usize;
                 let e = (s + bs as usize).min(d.len());
                 blk[..e - s].copy_from_slice(&d[s..e]);
-                self.dcache.put(ino, b as u32, blk, true);
+                self.data_cache.put(ino, b as u32, blk, true);
             }
         }
         let mut pos = off;
@@ -108,7 +108,7 @@ impl<F: Flash> Fs<F> {
                 self.get_block(ino, &node, b)?
             };
             blk[in_b..in_b + take].copy_from_slice(&data[i..i + take]);
-            self.dcache.put(ino, b, blk, true);
+            self.data_cache.put(ino, b, blk, true);
             i += take;
             pos += take as u64;
             self.writeback_if_full()?;
@@ -120,20 +120,20 @@ impl<F: Flash> Fs<F> {
 
     /// Writes back dirty blocks while the data cache is over budget.
     fn writeback_if_full(&mut self) -> Result<()> {
-        while let Some(ino) = self.dcache.over_budget_victim() {
+        while let Some(ino) = self.data_cache.over_budget_victim() {
             self.flush_blocks(ino)?;
-            self.dcache.trim_clean();
+            self.data_cache.trim_clean();
         }
         Ok(())
     }
 
     /// Writes the dirty cached blocks of `ino` to flash (provisionally: they join its overlay).
     pub(crate) fn flush_blocks(&mut self, ino: Ino) -> Result<()> {
-        let dirty = self.dcache.take_dirty(ino);
+        let dirty = self.data_cache.take_dirty(ino);
         if dirty.is_empty() {
             return Ok(());
         }
-        let p = self.st.p();
+        let p = self.store.p();
         let stride = p.stride();
         let bs = p.data_block as usize;
         let bytes = dirty.len() as u64 * (p.data_slot() as u64 + DATA_HEADER as u64);
@@ -142,7 +142,7 @@ impl<F: Flash> Fs<F> {
         if let Err(e) = self.ensure_blocks(blocks, Priority::Log) {
             // Put the blocks back as dirty: nothing was written.
             for (b, d) in dirty {
-                self.dcache.put(ino, b, d, true);
+                self.data_cache.put(ino, b, d, true);
             }
             return Err(e);
         }
@@ -182,9 +182,13 @@ impl<F: Flash> Fs<F> {
         match p.geometry.kind {
             FlashKind::Nand => {
                 for (b, data) in &dirty {
-                    let a =
-                        self.st
-                            .write_data_page(LogKind::DataHot, ino, *b, data, Priority::Log)?;
+                    let a = self.store.write_data_page(
+                        LogKind::DataHot,
+                        ino,
+                        *b,
+                        data,
+                        Priority::Log,
+                    )?;
                     written.push((*b, 1, a));
                 }
             }
@@ -225,7 +229,7 @@ impl<F: Flash> Fs<F> {
             let len = p.align(nb.w.len() as u32);
             let credit = n * compress::share(len, *n);
             let a = self
-                .st
+                .store
                 .write_spanning_node(LogKind::DataHot, nb, credit, Priority::Log)?;
             for k in 0..*n {
                 written.push((b + k, 1, Addr::packed(a)));
@@ -253,7 +257,8 @@ impl<F: Flash> Fs<F> {
         }
         // Too many separate extents to keep in RAM: switch the update to a block map of its own.
         let n = self
-            .inos
+            .open
+            .files
             .get(&ino)
             .and_then(|o| o.overlay.as_ref())
             .map(|o| o.extents.len())
@@ -277,15 +282,12 @@ impl<F: Flash> Fs<F> {
 
     /// Records blocks just written into a spilled overlay's own map (folding it when its
     /// pending list grows).
-    fn record_spilled_writes(
-        &mut self,
-        ino: Ino,
-        written: &[(u32, u32, Addr)],
-    ) -> Result<()> {
-        let p = self.st.p();
+    fn record_spilled_writes(&mut self, ino: Ino, written: &[(u32, u32, Addr)]) -> Result<()> {
+        let p = self.store.p();
         let stride = p.stride();
         let mut sp = match self
-            .inos
+            .open
+            .files
             .get_mut(&ino)
             .and_then(|o| o.overlay.as_mut())
             .and_then(|o| o.spilled.take())
@@ -315,7 +317,12 @@ impl<F: Flash> Fs<F> {
             let mut ix = self.tree(ino);
             ix.fold(&mut sp)?;
         }
-        if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
+        if let Some(ov) = self
+            .open
+            .files
+            .get_mut(&ino)
+            .and_then(|o| o.overlay.as_mut())
+        {
             ov.spilled = Some(sp);
         }
         Ok(())
@@ -326,10 +333,10 @@ impl<F: Flash> Fs<F> {
     /// into new index nodes (none shared with the committed tree, so either can be dropped
     /// without touching the other).
     fn spill(&mut self, ino: Ino) -> Result<()> {
-        let p = self.st.p();
+        let p = self.store.p();
         let stride = p.stride();
         let committed = self.committed(ino)?;
-        let (trunc_to, extents) = match self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
+        let (trunc_to, extents) = match self.open.files.get(&ino).and_then(|o| o.overlay.as_ref()) {
             Some(ov) if ov.spilled.is_none() && ov.inline.is_none() => {
                 (ov.trunc_to, ov.extents.clone())
             }
@@ -370,7 +377,12 @@ impl<F: Flash> Fs<F> {
             let mut ix = self.tree(ino);
             ix.fold(&mut sp)?;
         }
-        if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
+        if let Some(ov) = self
+            .open
+            .files
+            .get_mut(&ino)
+            .and_then(|o| o.overlay.as_mut())
+        {
             ov.spilled = Some(sp);
             ov.extents = ExtentMap::new();
             ov.trunc_to = None;

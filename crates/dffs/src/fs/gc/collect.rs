@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::format::codec::{crc32c, Reader};
 use crate::format::node::{self, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
 use crate::format::params::{Addr, NODE_HEADER};
+use crate::fs::checkpoint::{CheckpointDone, CheckpointNeed};
 use crate::fs::gc::data::data_node_span;
 use crate::fs::gc::{GcState, KEPT_MAX};
 use crate::fs::Fs;
@@ -20,7 +21,7 @@ use dffs_flash::{EccStatus, Flash, FlashKind};
 impl<F: Flash> Fs<F> {
     /// Runs collection until one block is finished. Returns whether anything was collected.
     pub(crate) fn collect(&mut self, urgent: bool) -> Result<bool> {
-        let bs = self.st.p().geometry.block_size();
+        let bs = self.store.p().geometry.block_size();
         let before = self.gc.blocks_collected;
         if urgent {
             self.reconsider_victim();
@@ -52,10 +53,10 @@ impl<F: Flash> Fs<F> {
         let Some(victim) = self.gc.victim else {
             return Ok(0);
         };
-        let p = self.st.p();
+        let p = self.store.p();
         let g = p.geometry;
         let bs = g.block_size();
-        if self.st.block(victim).state() != BlockState::Used {
+        if self.store.block(victim).state() != BlockState::Used {
             self.gc.victim = None;
             return Ok(0);
         }
@@ -64,11 +65,10 @@ impl<F: Flash> Fs<F> {
             // Copies must leave what a checkpoint needs (it releases what was collected), and
             // a checkpoint writes what collection dirtied before the next checkpoint cannot.
             // (Metadata victims copy nothing now: the checkpoint rewrites their live nodes.)
-            let e = self.st.block(victim);
+            let e = self.store.block(victim);
             let needs_room = e.live > 0 && self.copies_now(e.kind());
             if needs_room && !self.copy_room() {
-                if self.checkpoint_pays() && self.tx.is_none() && !self.replaying {
-                    self.checkpoint_inner(false)?;
+                if self.checkpoint_for(CheckpointNeed::CopyRoom)? == CheckpointDone::Taken {
                     self.refresh_floors();
                     if self.copy_room() {
                         continue;
@@ -79,14 +79,12 @@ impl<F: Flash> Fs<F> {
                 self.gc.victim = None;
                 break;
             }
-            if self.dirty_items() > 2 * self.cfg.max_dirty {
-                if self.tx.is_some() || self.replaying {
-                    break;
+            match self.checkpoint_for(CheckpointNeed::GcDirty)? {
+                CheckpointDone::Refused => break,
+                CheckpointDone::Taken if self.store.block(victim).state() != BlockState::Used => {
+                    break
                 }
-                self.checkpoint_inner(false)?;
-                if self.st.block(victim).state() != BlockState::Used {
-                    break;
-                }
+                _ => {}
             }
             if self.gc.pos >= bs {
                 self.end_victim(victim)?;
@@ -126,13 +124,13 @@ impl<F: Flash> Fs<F> {
             // What could be read has moved (data) or is dirty (metadata); a checkpoint
             // rewrites the metadata, killing its bytes here. Whatever the block is still
             // credited with is what could not be read.
-            if self.tx.is_some() || self.replaying {
-                keep = true;
-            } else {
-                self.checkpoint_inner(false)?;
-                keep = self.st.block(victim).state() != BlockState::Used
-                    || self.st.block(victim).live > 0;
-            }
+            keep = match self.checkpoint_for(CheckpointNeed::SettleVictim)? {
+                CheckpointDone::Taken => {
+                    self.store.block(victim).state() != BlockState::Used
+                        || self.store.block(victim).live > 0
+                }
+                _ => true,
+            };
         }
         self.gc.victim = None;
         self.gc.pos = 0;
@@ -140,8 +138,8 @@ impl<F: Flash> Fs<F> {
         self.gc.unreadable = false;
         self.gc.unknown = false;
         if keep {
-            if self.st.block(victim).state() == BlockState::Used {
-                let live = self.st.block(victim).live;
+            if self.store.block(victim).state() == BlockState::Used {
+                let live = self.store.block(victim).live;
                 if self.gc.kept.len() >= KEPT_MAX {
                     self.gc.kept.remove(0);
                 }
@@ -150,10 +148,10 @@ impl<F: Flash> Fs<F> {
             self.gc.blocks_kept += 1;
             return Ok(());
         }
-        let mut e = self.st.block(victim);
+        let mut e = self.store.block(victim);
         e.live = 0;
         e.set_state(BlockState::PendingErase);
-        self.st.set_block(victim, e);
+        self.store.set_block(victim, e);
         self.gc.blocks_collected += 1;
         Ok(())
     }
@@ -174,13 +172,13 @@ impl<F: Flash> Fs<F> {
 
     /// Collects one NAND page. Returns true when the rest of the block is unwritten.
     fn gc_nand_page(&mut self, victim: u32, page_in_block: u32) -> Result<bool> {
-        let p = self.st.p();
+        let p = self.store.p();
         let g = p.geometry;
         let page = victim * g.pages_per_block + page_in_block;
         let mut data = vec![0u8; g.page_size as usize];
         let mut oob = [0xFFu8; OOB_TAG_LEN];
         let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
-        let st = self.st.read_page(page, &mut data, &mut oob[..n])?;
+        let st = self.store.read_page(page, &mut data, &mut oob[..n])?;
         let carry = core::mem::take(&mut self.gc.carry) as usize;
         let tag = match OobTag::decode(&oob) {
             Ok(Some(t)) => t,
@@ -200,7 +198,7 @@ impl<F: Flash> Fs<F> {
                 if good {
                     break;
                 }
-                let st = self.st.read_page(page, &mut data, &mut oob[..n])?;
+                let st = self.store.read_page(page, &mut data, &mut oob[..n])?;
                 good = st != EccStatus::Uncorrectable && tag.data_crc == crc32c(&data);
             }
             let r = if good {
@@ -240,7 +238,7 @@ impl<F: Flash> Fs<F> {
             } else {
                 // Even the header may run on into the next page.
                 let at = p.byte_of(base) + i as u64;
-                if room < hb.len() || self.st.read(at, &mut hb).is_err() {
+                if room < hb.len() || self.store.read(at, &mut hb).is_err() {
                     break;
                 }
                 &hb
@@ -249,9 +247,11 @@ impl<F: Flash> Fs<F> {
                 if h.typ == NodeType::DataZ && i + h.len as usize > data.len() {
                     let a = Addr(base.0 + (i >> p.addr_shift) as u32);
                     let mut bytes = vec![0u8; h.len as usize];
-                    let ok = self.st.read_checked(p.byte_of(a), &mut bytes, &mut |b| {
-                        node::verify(b, &h).is_ok()
-                    })?;
+                    let ok = self
+                        .store
+                        .read_checked(p.byte_of(a), &mut bytes, &mut |b| {
+                            node::verify(b, &h).is_ok()
+                        })?;
                     if !ok {
                         self.gc.unknown = true;
                         break;
@@ -295,7 +295,7 @@ impl<F: Flash> Fs<F> {
 
     /// Collects the next NOR node of the victim. Returns true at the end of its log.
     fn gc_nor_chunk(&mut self, victim: u32) -> Result<bool> {
-        let p = self.st.p();
+        let p = self.store.p();
         let bs = p.geometry.block_size();
         let pos = victim as u64 * bs as u64 + self.gc.pos as u64;
         let room = bs - self.gc.pos;
@@ -307,7 +307,7 @@ impl<F: Flash> Fs<F> {
         };
         let mut head = vec![0u8; (NODE_HEADER.min(room)) as usize];
         let probe = |b: &[u8]| !matches!(node::probe(b, room), Probe::Garbage);
-        if !self.st.read_checked(pos, &mut head, &mut { probe })? {
+        if !self.store.read_checked(pos, &mut head, &mut { probe })? {
             // Neither erased nor a node header, however often it is read: a torn program or
             // a damaged header.
             self.gc.unknown = true;
@@ -323,7 +323,7 @@ impl<F: Flash> Fs<F> {
             Probe::Header(h) => {
                 let mut bytes = vec![0u8; h.len as usize];
                 if !self
-                    .st
+                    .store
                     .read_checked(pos, &mut bytes, &mut |b| node::verify(b, &h).is_ok())?
                 {
                     self.gc.unknown = true;
@@ -360,7 +360,7 @@ impl<F: Flash> Fs<F> {
         match h.typ {
             NodeType::Inode => {
                 let ino = h.ino;
-                match self.map.get(&mut self.st, ino)? {
+                match self.map.get(&mut self.store, ino)? {
                     MapEntry::File { .. } | MapEntry::Linked(_) => {
                         let c = match self.load_file(ino) {
                             Ok(c) => c,
@@ -382,7 +382,8 @@ impl<F: Flash> Fs<F> {
                 let ino = h.ino;
                 // A spilled update has an index tree of its own.
                 let spilled = self
-                    .inos
+                    .open
+                    .files
                     .get(&ino)
                     .and_then(|o| o.overlay.as_ref())
                     .and_then(|ov| ov.spilled.clone());
@@ -392,31 +393,37 @@ impl<F: Flash> Fs<F> {
                         ix.relocate(&mut sp, a, level, first)?
                     };
                     if moved {
-                        if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
+                        if let Some(ov) = self
+                            .open
+                            .files
+                            .get_mut(&ino)
+                            .and_then(|o| o.overlay.as_mut())
+                        {
                             ov.spilled = Some(sp);
                         }
                         return Ok(());
                     }
                 }
                 let orphan = self
-                    .inos
+                    .open
+                    .files
                     .get(&ino)
                     .map(|o| o.orphan.is_some())
                     .unwrap_or(false);
                 if orphan {
-                    let mut node = match self.inos.get(&ino).and_then(|o| o.orphan.clone()) {
+                    let mut node = match self.open.files.get(&ino).and_then(|o| o.orphan.clone()) {
                         Some(n) => n,
                         None => return Ok(()),
                     };
                     let mut ix = self.tree(ino);
                     if ix.relocate(&mut node.content, a, level, first)? {
-                        if let Some(o) = self.inos.get_mut(&ino) {
+                        if let Some(o) = self.open.files.get_mut(&ino) {
                             o.orphan = Some(node);
                         }
                     }
                     return Ok(());
                 }
-                if !self.map.get(&mut self.st, ino)?.is_file() {
+                if !self.map.get(&mut self.store, ino)?.is_file() {
                     return Ok(());
                 }
                 let mut content = match self.load_file(ino) {
@@ -430,7 +437,7 @@ impl<F: Flash> Fs<F> {
                 };
                 if moved {
                     self.make_dirty(ino)?;
-                    if let Some(c) = self.files.get_mut(&ino) {
+                    if let Some(c) = self.inodes.get_mut(ino) {
                         c.node.content.root = content.root;
                     }
                 }
@@ -442,7 +449,7 @@ impl<F: Flash> Fs<F> {
                     _ => (0, 0),
                 };
                 match self.dirs.relocate(
-                    &mut self.st,
+                    &mut self.store,
                     &mut self.map,
                     a,
                     crate::index::dir::DirPageId {
@@ -460,7 +467,7 @@ impl<F: Flash> Fs<F> {
                 let level = r.u8()?;
                 r.take(3)?;
                 let index = r.u32()?;
-                self.map.relocate_page(&mut self.st, a, level, index)?;
+                self.map.relocate_page(&mut self.store, a, level, index)?;
             }
             // Block-table pages are rewritten by every checkpoint; journal records in a
             // non-journal block and stray checkpoints are dead.

@@ -32,8 +32,9 @@ pub(crate) fn data_node_span(p: &crate::format::params::Params, bytes: &[u8]) ->
 impl<F: Flash> Fs<F> {
     /// Whether (`ino`, block `b`) currently maps to `a` in its committed state or its overlay.
     pub(crate) fn data_refs(&mut self, ino: Ino, b: u32, a: Addr) -> Result<(bool, bool)> {
-        let stride = self.st.p().stride();
-        let (ov_extents, spilled) = match self.inos.get(&ino).and_then(|o| o.overlay.as_ref()) {
+        let stride = self.store.p().stride();
+        let (ov_extents, spilled) = match self.open.files.get(&ino).and_then(|o| o.overlay.as_ref())
+        {
             Some(ov) => (ov.extents.get(b, stride) == Some(a), ov.spilled.clone()),
             None => (false, None),
         };
@@ -44,11 +45,11 @@ impl<F: Flash> Fs<F> {
             }
             None => ov_extents,
         };
-        let orphan = self.inos.get(&ino).and_then(|o| o.orphan.clone());
+        let orphan = self.open.files.get(&ino).and_then(|o| o.orphan.clone());
         let content = match orphan {
             Some(n) => n.content,
             None => {
-                if !self.map.get(&mut self.st, ino)?.is_file() {
+                if !self.map.get(&mut self.store, ino)?.is_file() {
                     return Ok((false, ov));
                 }
                 match self.load_file(ino) {
@@ -76,9 +77,14 @@ impl<F: Flash> Fs<F> {
         overlay: bool,
         new: Addr,
     ) -> Result<()> {
-        let stride = self.st.p().stride();
+        let stride = self.store.p().stride();
         if overlay {
-            if let Some(ov) = self.inos.get_mut(&ino).and_then(|o| o.overlay.as_mut()) {
+            if let Some(ov) = self
+                .open
+                .files
+                .get_mut(&ino)
+                .and_then(|o| o.overlay.as_mut())
+            {
                 match ov.spilled.as_mut() {
                     Some(sp) => sp.pending.insert(b, count, new, stride),
                     None => ov.extents.insert(b, count, new, stride),
@@ -86,11 +92,16 @@ impl<F: Flash> Fs<F> {
             }
         }
         if committed {
-            if let Some(n) = self.inos.get_mut(&ino).and_then(|o| o.orphan.as_mut()) {
+            if let Some(n) = self
+                .open
+                .files
+                .get_mut(&ino)
+                .and_then(|o| o.orphan.as_mut())
+            {
                 n.content.pending.insert(b, count, new, stride);
             } else {
                 self.make_dirty(ino)?;
-                if let Some(c) = self.files.get_mut(&ino) {
+                if let Some(c) = self.inodes.get_mut(ino) {
                     c.node.content.pending.insert(b, count, new, stride);
                 }
             }
@@ -105,7 +116,7 @@ impl<F: Flash> Fs<F> {
             return Ok(());
         }
         let new = self
-            .st
+            .store
             .write_data_page(LogKind::DataCold, ino, b, data, Priority::Log)?;
         self.retarget(ino, b, 1, committed, overlay, new)?;
         self.kill_data(a);
@@ -121,7 +132,7 @@ impl<F: Flash> Fs<F> {
         h: &node::NodeHeader,
         bytes: &[u8],
     ) -> Result<()> {
-        let p = self.st.p();
+        let p = self.store.p();
         let z = match compress::parse_dataz(h.flags, &bytes[NODE_HEADER as usize..]) {
             Ok(z) => z,
             Err(_) => return Ok(()),
@@ -150,7 +161,7 @@ impl<F: Flash> Fs<F> {
         }
         // The node moves whole, as it is.
         let nb = compress::dataz_node(h.ino, z.block, z.algo, z.raw_len, z.payload);
-        let na = self.st.write_spanning_node(
+        let na = self.store.write_spanning_node(
             LogKind::DataCold,
             nb,
             share * live.len() as u32,
@@ -159,7 +170,7 @@ impl<F: Flash> Fs<F> {
         for &(b, c, o) in &live {
             self.retarget(h.ino, b, 1, c, o, Addr::packed(na))?;
         }
-        self.st.kill(a, share * live.len() as u32);
+        self.store.kill(a, share * live.len() as u32);
         self.gc.moved_bytes += len as u64;
         Ok(())
     }
@@ -174,7 +185,7 @@ impl<F: Flash> Fs<F> {
         share: u32,
         live: &[(u32, bool, bool)],
     ) -> Result<()> {
-        let p = self.st.p();
+        let p = self.store.p();
         let bs = p.data_block as usize;
         let mut all = vec![0u8; z.raw_len as usize];
         if compress::decompress(z.algo, z.payload, &mut all).is_err() {
@@ -200,7 +211,7 @@ impl<F: Flash> Fs<F> {
                     let nb = compress::dataz_node(h.ino, first, z.algo, (n * bs) as u32, &c);
                     let l = p.align(nb.w.len() as u32);
                     let credit = n as u32 * compress::share(l, n as u32);
-                    let na = self.st.write_spanning_node(
+                    let na = self.store.write_spanning_node(
                         LogKind::DataCold,
                         nb,
                         credit,
@@ -214,7 +225,7 @@ impl<F: Flash> Fs<F> {
                         let blk = &raw[k * bs..(k + 1) * bs];
                         let b = first + k as u32;
                         let na = match p.geometry.kind {
-                            FlashKind::Nand => self.st.write_data_page(
+                            FlashKind::Nand => self.store.write_data_page(
                                 LogKind::DataCold,
                                 h.ino,
                                 b,
@@ -240,7 +251,7 @@ impl<F: Flash> Fs<F> {
             }
             for (k, &(b, c, o)) in live[i..j].iter().enumerate() {
                 self.retarget(h.ino, b, 1, c, o, ptrs[k])?;
-                self.st.kill(a, share);
+                self.store.kill(a, share);
             }
             i = j;
         }
@@ -251,7 +262,7 @@ impl<F: Flash> Fs<F> {
     /// spans. Each live block is checked against its CRC before it is copied; a live block
     /// that fails it (however often it is read) is not copied, and keeps the victim.
     pub(crate) fn gc_data_node(&mut self, a: Addr, bytes: &[u8]) -> Result<u32> {
-        let p = self.st.p();
+        let p = self.store.p();
         let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
         let first = r.u32()?;
         let count = r.u32()?;
@@ -278,7 +289,7 @@ impl<F: Flash> Fs<F> {
             if !c && !o {
                 continue;
             }
-            let ok = self.st.read_checked(p.byte_of(at), &mut buf, &mut |s| {
+            let ok = self.store.read_checked(p.byte_of(at), &mut buf, &mut |s| {
                 node::data_slot_ok(ino, first + k, s, bs)
             })?;
             if ok {

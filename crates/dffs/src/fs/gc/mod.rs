@@ -25,6 +25,7 @@ mod victim;
 
 use super::Fs;
 use crate::error::Result;
+use crate::fs::checkpoint::CheckpointNeed;
 use alloc::vec::Vec;
 use dffs_flash::Flash;
 
@@ -72,7 +73,7 @@ impl<F: Flash> Fs<F> {
     /// Does up to `budget` pages of garbage-collection work (for idle time).
     pub fn gc_step(&mut self, budget: u32) -> Result<GcReport> {
         self.guard(|fs| {
-            fs.writable()?;
+            fs.ensure_writable()?;
             let mut rep = GcReport::default();
             while rep.pages < budget {
                 if fs.gc.victim.is_none() && !fs.pick_victim(false) {
@@ -83,16 +84,12 @@ impl<F: Flash> Fs<F> {
                 rep.blocks_done += (fs.gc.blocks_collected - before) as u32;
                 if n == 0 && fs.gc.blocks_collected == before {
                     // Blocked on free space or dirty metadata: a checkpoint releases both.
-                    if fs.tx.is_none() {
-                        fs.checkpoint_inner(false)?;
-                    }
+                    fs.checkpoint_for(CheckpointNeed::GcBlocked)?;
                     break;
                 }
                 rep.pages += n;
             }
-            if fs.st.pending_blocks() > 0 && fs.tx.is_none() {
-                fs.checkpoint_inner(false)?;
-            }
+            fs.checkpoint_for(CheckpointNeed::GcFinished)?;
             rep.more = fs.gc.victim.is_some() || fs.best_victim(false).is_some();
             Ok(rep)
         })
@@ -101,11 +98,11 @@ impl<F: Flash> Fs<F> {
     /// Background collection after an operation: a bounded step when free blocks run low.
     pub(crate) fn gc_background(&mut self) -> Result<()> {
         // Start early enough that bounded steps keep up with the writes.
-        let low = self.st.reserve_blocks()
-            + self.st.p().head_count() as u32
+        let low = self.store.reserve_blocks()
+            + self.store.p().head_count() as u32
             + 2
-            + (self.st.p().geometry.blocks / 32).max(4);
-        if self.st.free_blocks() > low && self.gc.victim.is_none() && !self.wl_due() {
+            + (self.store.p().geometry.blocks / 32).max(4);
+        if self.store.free_blocks() > low && self.gc.victim.is_none() && !self.wl_due() {
             return Ok(());
         }
         if self.gc.victim.is_none() && !self.pick_victim(false) {
@@ -113,19 +110,8 @@ impl<F: Flash> Fs<F> {
         }
         let step = self.cfg.gc_step;
         self.gc_work(step)?;
-        // Collected blocks come back with the next checkpoint: take one when they are many
-        // or when the free pool runs dry.
-        let urgent_low = self.st.reserve_blocks() + self.st.p().head_count() as u32 + 2;
-        let pending = self.st.pending_blocks();
-        if pending > 0
-            && (self.st.free_blocks() <= urgent_low
-                || pending >= (self.st.p().geometry.blocks / 64).max(2))
-            && self.checkpoint_pays()
-            && self.tx.is_none()
-            && !self.replaying
-        {
-            self.checkpoint_inner(false)?;
-        }
+        // Collected blocks come back with the next checkpoint.
+        self.checkpoint_for(CheckpointNeed::GcBackground)?;
         Ok(())
     }
 }

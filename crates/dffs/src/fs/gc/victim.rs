@@ -17,8 +17,8 @@ impl<F: Flash> Fs<F> {
     /// Whether static wear leveling should move a cold block now (only with free blocks to
     /// spare: leveling is never urgent).
     pub(crate) fn wl_due(&self) -> bool {
-        let low = self.st.reserve_blocks() + self.st.p().head_count() as u32 + 2;
-        self.st.free_blocks() > low && self.wl_candidate().is_some()
+        let low = self.store.reserve_blocks() + self.store.p().head_count() as u32 + 2;
+        self.store.free_blocks() > low && self.wl_candidate().is_some()
     }
 
     /// The coldest used block, when static wear leveling should move it: the erase-count
@@ -28,7 +28,7 @@ impl<F: Flash> Fs<F> {
         let (mut mn, mut mx, mut sum, mut n) = (u32::MAX, 0u32, 0u64, 0u64);
         let mut young_free = u32::MAX;
         let mut cand = None;
-        for (i, e) in self.st.blocks() {
+        for (i, e) in self.store.blocks() {
             match e.state() {
                 BlockState::Bad | BlockState::Anchor => continue,
                 BlockState::Free | BlockState::Erased => young_free = young_free.min(e.ec),
@@ -59,21 +59,21 @@ impl<F: Flash> Fs<F> {
 
     /// Whether collecting could free `bytes` (there is dead space or pending blocks).
     pub(crate) fn gc_could_help(&self, bytes: u64) -> bool {
-        let bs = self.st.p().geometry.block_size() as u64;
+        let bs = self.store.p().geometry.block_size() as u64;
         let dead: u64 = self
-            .st
+            .store
             .blocks()
             .filter(|(i, e)| {
                 e.state() == BlockState::Used && e.kind() != LogKind::Journal && !self.is_kept(*i)
             })
             .map(|(_, e)| bs - e.live as u64)
             .sum();
-        dead + self.st.pending_blocks() as u64 * bs >= bytes.min(bs)
+        dead + self.store.pending_blocks() as u64 * bs >= bytes.min(bs)
     }
 
     /// Whether collection may copy live data now (copies must leave what a checkpoint needs).
     pub(crate) fn copy_room(&self) -> bool {
-        self.st.free_blocks() > self.st.log_floor() + 1
+        self.store.free_blocks() > self.store.log_floor() + 1
     }
 
     /// Whether collecting a block of log `kind` writes copies at once: data is copied, and so
@@ -81,7 +81,7 @@ impl<F: Flash> Fs<F> {
     /// marked dirty for the next checkpoint. A block of a head that also takes index nodes
     /// may hold some.
     pub(crate) fn copies_now(&self, kind: LogKind) -> bool {
-        let p = &self.st.p();
+        let p = &self.store.p();
         kind.is_data() || p.head_of(kind) == p.head_of(LogKind::Index)
     }
 
@@ -89,10 +89,10 @@ impl<F: Flash> Fs<F> {
     /// does not qualify: not a closed non-journal block, kept, completely live, more than 97%
     /// live (unless `urgent`), or a data block with live data while there is no room to copy.
     fn victim_score(&self, i: u32, urgent: bool, room: bool) -> Option<f64> {
-        if i >= self.st.block_count() {
+        if i >= self.store.block_count() {
             return None;
         }
-        let e = self.st.block(i);
+        let e = self.store.block(i);
         if e.state() != BlockState::Used
             || e.kind() == LogKind::Journal
             || self.is_kept(i)
@@ -100,13 +100,13 @@ impl<F: Flash> Fs<F> {
         {
             return None;
         }
-        let p = &self.st.p();
+        let p = &self.store.p();
         let bs = p.geometry.block_size() as f64;
         let u = e.live as f64 / bs;
         if (u > 0.97 && !urgent) || e.live as f64 >= bs {
             return None;
         }
-        let now = self.st.cp_number() as u32 & 0xFF_FFFF;
+        let now = self.store.cp_number() as u32 & 0xFF_FFFF;
         let age = (now.wrapping_sub(e.age()) & 0xFF_FFFF) as f64 + 1.0;
         // Moving a live file inode rewrites the directory page that points to it as well: an
         // inode's bytes cost about a directory page each (at least 8 times their own size).
@@ -128,7 +128,7 @@ impl<F: Flash> Fs<F> {
     pub(crate) fn best_victim(&self, urgent: bool) -> Option<u32> {
         let room = self.copy_room();
         let mut best: Option<(f64, u32)> = None;
-        for i in 0..self.st.block_count() {
+        for i in 0..self.store.block_count() {
             if let Some(score) = self.victim_score(i, urgent, room) {
                 if best.is_none_or(|(s, _)| score > s) {
                     best = Some((score, i));
@@ -161,9 +161,9 @@ impl<F: Flash> Fs<F> {
     fn is_kept(&self, b: u32) -> bool {
         self.gc.kept.iter().any(|&(k, live)| {
             k == b
-                && b < self.st.block_count()
-                && self.st.block(b).state() == BlockState::Used
-                && self.st.block(b).live >= live
+                && b < self.store.block_count()
+                && self.store.block(b).state() == BlockState::Used
+                && self.store.block(b).live >= live
         })
     }
 
@@ -179,19 +179,19 @@ impl<F: Flash> Fs<F> {
 
     /// Chooses the next victim (scrub, wear leveling, then cost-benefit). False if none.
     pub(crate) fn pick_victim(&mut self, urgent: bool) -> bool {
-        while let Some(b) = self.st.take_scrub_candidate() {
-            if b < self.st.block_count() {
-                let e = self.st.block(b);
+        while let Some(b) = self.store.take_scrub_candidate() {
+            if b < self.store.block_count() {
+                let e = self.store.block(b);
                 // A block still open as a log head is closed first (as if it had filled up), so
                 // that it can be moved and erased like any other.
                 if e.state() == BlockState::Head && e.kind() != LogKind::Journal {
-                    if let Some(h) = self.st.heads().holding(b) {
-                        if self.st.close_head(h).is_err() {
+                    if let Some(h) = self.store.heads().holding(b) {
+                        if self.store.close_head(h).is_err() {
                             continue;
                         }
                     }
                 }
-                let e = self.st.block(b);
+                let e = self.store.block(b);
                 if e.state() == BlockState::Used && e.kind() != LogKind::Journal && !self.is_kept(b)
                 {
                     self.start_victim(b);
