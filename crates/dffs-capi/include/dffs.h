@@ -623,7 +623,8 @@ int64_t dffs_ram_estimate(const struct dffs_config *cfg);
 // `fs` a live handle or NULL.
 int64_t dffs_ram_bytes(struct dffs_t *fs);
 
-// A short description of a `DFFS_ERR_*` code (a static string).
+// A short description of a `DFFS_ERR_*` code (a static string): the core library's
+// description of the error with that errno.
 const char *dffs_strerror(int err);
 
 // Bare-metal builds: provided by the application. Returns `size` bytes aligned to `align`

@@ -391,32 +391,16 @@ pub unsafe extern "C" fn dffs_ram_bytes(fs: *mut dffs_t) -> i64 {
     unsafe { run(fs, |h| Ok(h.fs.ram_bytes() as i64)) }
 }
 
-/// A short description of a `DFFS_ERR_*` code (a static string).
+/// A short description of a `DFFS_ERR_*` code (a static string): the core library's
+/// description of the error with that errno.
 #[no_mangle]
 pub extern "C" fn dffs_strerror(err: c_int) -> *const c_char {
     let s: &'static CStr = match err {
         DFFS_ERR_OK => c"success",
-        DFFS_ERR_NOENT => c"no such file or directory",
-        DFFS_ERR_IO => c"input/output error",
-        DFFS_ERR_BADF => c"bad file handle",
-        DFFS_ERR_NOMEM => c"RAM budget exhausted",
-        DFFS_ERR_ACCES => c"permission denied",
-        DFFS_ERR_BUSY => c"resource busy",
-        DFFS_ERR_EXIST => c"file exists",
-        DFFS_ERR_NOTDIR => c"not a directory",
-        DFFS_ERR_ISDIR => c"is a directory",
-        DFFS_ERR_INVAL => c"invalid argument",
-        DFFS_ERR_MFILE => c"too many open files",
-        DFFS_ERR_FBIG => c"file too large",
-        DFFS_ERR_NOSPC => c"no space left on device",
-        DFFS_ERR_ROFS => c"read-only file system",
-        DFFS_ERR_MLINK => c"too many links",
-        DFFS_ERR_PERM => c"operation not permitted",
-        DFFS_ERR_NAMETOOLONG => c"file name too long",
-        DFFS_ERR_NOTEMPTY => c"directory not empty",
-        DFFS_ERR_LOOP => c"too many levels of symbolic links",
-        DFFS_ERR_NOTSUP => c"operation not supported",
-        _ => c"unknown error",
+        _ => match Error::from_errno(err.wrapping_neg()) {
+            Some(e) => e.c_description(),
+            None => c"unknown error",
+        },
     };
     s.as_ptr()
 }
@@ -425,36 +409,63 @@ pub extern "C" fn dffs_strerror(err: c_int) -> *const c_char {
 mod tests {
     use super::*;
 
-    /// Every core error has a `DFFS_ERR_*` constant (and so a string).
+    /// Every `DFFS_ERR_*` constant of the header, with its name.
+    const CONSTANTS: [(c_int, &str); 21] = [
+        (DFFS_ERR_PERM, "PERM"),
+        (DFFS_ERR_NOENT, "NOENT"),
+        (DFFS_ERR_IO, "IO"),
+        (DFFS_ERR_BADF, "BADF"),
+        (DFFS_ERR_NOMEM, "NOMEM"),
+        (DFFS_ERR_ACCES, "ACCES"),
+        (DFFS_ERR_BUSY, "BUSY"),
+        (DFFS_ERR_EXIST, "EXIST"),
+        (DFFS_ERR_NOTDIR, "NOTDIR"),
+        (DFFS_ERR_ISDIR, "ISDIR"),
+        (DFFS_ERR_INVAL, "INVAL"),
+        (DFFS_ERR_MFILE, "MFILE"),
+        (DFFS_ERR_FBIG, "FBIG"),
+        (DFFS_ERR_NOSPC, "NOSPC"),
+        (DFFS_ERR_ROFS, "ROFS"),
+        (DFFS_ERR_MLINK, "MLINK"),
+        (DFFS_ERR_NAMETOOLONG, "NAMETOOLONG"),
+        (DFFS_ERR_NOTEMPTY, "NOTEMPTY"),
+        (DFFS_ERR_LOOP, "LOOP"),
+        (DFFS_ERR_NOTSUP, "NOTSUP"),
+        (DFFS_ERR_OK, "OK"),
+    ];
+
+    /// Every core error (all of `Error::ALL`) returns a code that has a `DFFS_ERR_*`
+    /// constant, and `dffs_strerror` gives the core's own description for it.
     #[test]
-    fn every_core_error_has_a_constant() {
-        use Error::*;
-        for e in [
-            NotFound,
-            Exists,
-            NotDir,
-            IsDir,
-            NotEmpty,
-            NameTooLong,
-            NoSpace,
-            Io,
-            Corrupt,
-            Invalid,
-            BadHandle,
-            NotSupported,
-            ReadOnly,
-            TooBig,
-            NoMemory,
-            Busy,
-            TooManyOpen,
-            Loop,
-            Access,
-            PowerLoss,
-            NoFileSystem,
-        ] {
+    fn every_core_error_has_a_constant_and_the_core_string() {
+        for e in Error::ALL {
             let c = code(e) as c_int;
+            assert!(
+                CONSTANTS.iter().any(|(k, _)| *k == c),
+                "{e:?} returns {c}, which has no DFFS_ERR_* constant"
+            );
             let s = unsafe { CStr::from_ptr(dffs_strerror(c)) };
-            assert_ne!(s.to_bytes(), b"unknown error", "{e:?} ({c})");
+            let rep = Error::from_errno(e.errno()).unwrap();
+            assert_eq!(s, rep.c_description(), "{e:?}");
         }
+    }
+
+    /// Every constant but OK is some core error's code: the header promises nothing the core
+    /// never returns.
+    #[test]
+    fn every_constant_is_a_core_error() {
+        for (k, name) in CONSTANTS {
+            let s = unsafe { CStr::from_ptr(dffs_strerror(k)) };
+            if k == DFFS_ERR_OK {
+                assert_eq!(s, c"success");
+                continue;
+            }
+            let e = Error::from_errno(-k).unwrap_or_else(|| panic!("DFFS_ERR_{name} ({k})"));
+            assert_eq!(s, e.c_description());
+        }
+        assert_eq!(
+            unsafe { CStr::from_ptr(dffs_strerror(-4)) },
+            c"unknown error"
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! every front end (Rust API, C API, FUSE, CLI) reports the same code for the same condition.
 //! It must never carry heap data: errors are cheap to copy and usable in `no_std`.
 
+use core::ffi::CStr;
 use core::fmt;
 
 use dffs_flash::FlashError;
@@ -91,33 +92,73 @@ impl Error {
     }
 
     /// A short description, as `strerror` would give.
-    pub const fn description(self) -> &'static str {
+    pub fn description(self) -> &'static str {
+        // The C strings are the one table; they are ASCII.
+        core::str::from_utf8(self.c_description().to_bytes()).unwrap_or("error")
+    }
+
+    /// [`Error::description`] as a NUL-terminated C string (the C API's `dffs_strerror`).
+    pub const fn c_description(self) -> &'static CStr {
         match self {
-            Error::NotFound => "no such file or directory",
-            Error::Exists => "file exists",
-            Error::NotDir => "not a directory",
-            Error::IsDir => "is a directory",
-            Error::NotEmpty => "directory not empty",
-            Error::NameTooLong => "file name too long",
-            Error::NoSpace => "no space left on device",
-            Error::Io => "input/output error",
-            Error::Corrupt => "file system structure is corrupted",
-            Error::Internal => "internal error (broken invariant)",
-            Error::Invalid => "invalid argument",
-            Error::BadHandle => "bad file handle",
-            Error::NotSupported => "operation not supported",
-            Error::ReadOnly => "read-only file system",
-            Error::TooManyLinks => "too many links",
-            Error::NotPermitted => "operation not permitted",
-            Error::TooBig => "file too large",
-            Error::NoMemory => "RAM budget exhausted",
-            Error::Busy => "resource busy",
-            Error::TooManyOpen => "too many open files",
-            Error::Loop => "too many levels of symbolic links",
-            Error::Access => "permission denied",
-            Error::PowerLoss => "device lost power",
-            Error::NoFileSystem => "no DFFS file system on the device",
+            Error::NotFound => c"no such file or directory",
+            Error::Exists => c"file exists",
+            Error::NotDir => c"not a directory",
+            Error::IsDir => c"is a directory",
+            Error::NotEmpty => c"directory not empty",
+            Error::NameTooLong => c"file name too long",
+            Error::NoSpace => c"no space left on device",
+            Error::Io => c"input/output error",
+            Error::Corrupt => c"file system structure is corrupted",
+            Error::Internal => c"internal error (broken invariant)",
+            Error::Invalid => c"invalid argument",
+            Error::BadHandle => c"bad file handle",
+            Error::NotSupported => c"operation not supported",
+            Error::ReadOnly => c"read-only file system",
+            Error::TooManyLinks => c"too many links",
+            Error::NotPermitted => c"operation not permitted",
+            Error::TooBig => c"file too large",
+            Error::NoMemory => c"RAM budget exhausted",
+            Error::Busy => c"resource busy",
+            Error::TooManyOpen => c"too many open files",
+            Error::Loop => c"too many levels of symbolic links",
+            Error::Access => c"permission denied",
+            Error::PowerLoss => c"device lost power",
+            Error::NoFileSystem => c"no DFFS file system on the device",
         }
+    }
+
+    /// Every variant, each errno's representative first (the one [`Error::from_errno`]
+    /// gives): `Io` before the other `EIO` causes, `Invalid` before `NoFileSystem`.
+    pub const ALL: [Error; 24] = [
+        Error::NotPermitted,
+        Error::NotFound,
+        Error::Io,
+        Error::Corrupt,
+        Error::Internal,
+        Error::PowerLoss,
+        Error::BadHandle,
+        Error::NoMemory,
+        Error::Access,
+        Error::Busy,
+        Error::Exists,
+        Error::NotDir,
+        Error::IsDir,
+        Error::Invalid,
+        Error::NoFileSystem,
+        Error::TooManyOpen,
+        Error::TooBig,
+        Error::NoSpace,
+        Error::ReadOnly,
+        Error::TooManyLinks,
+        Error::NameTooLong,
+        Error::NotEmpty,
+        Error::Loop,
+        Error::NotSupported,
+    ];
+
+    /// The representative error for a positive `errno` value, if DFFS returns that errno.
+    pub fn from_errno(errno: i32) -> Option<Error> {
+        Error::ALL.iter().copied().find(|e| e.errno() == errno)
     }
 }
 
@@ -141,3 +182,56 @@ impl From<FlashError> for Error {
 
 /// Result type of file-system operations.
 pub type Result<T> = core::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    /// `ALL` holds every variant once (the match makes a new variant a compile error here
+    /// until it is listed), and every errno maps back to a variant with that errno.
+    #[test]
+    fn all_lists_every_variant_once() {
+        fn listed(e: Error) -> bool {
+            match e {
+                Error::NotFound
+                | Error::Exists
+                | Error::NotDir
+                | Error::IsDir
+                | Error::NotEmpty
+                | Error::NameTooLong
+                | Error::NoSpace
+                | Error::Io
+                | Error::Corrupt
+                | Error::Internal
+                | Error::Invalid
+                | Error::BadHandle
+                | Error::NotSupported
+                | Error::ReadOnly
+                | Error::TooBig
+                | Error::NoMemory
+                | Error::Busy
+                | Error::TooManyOpen
+                | Error::Loop
+                | Error::Access
+                | Error::PowerLoss
+                | Error::NoFileSystem
+                | Error::TooManyLinks
+                | Error::NotPermitted => Error::ALL.iter().filter(|x| **x == e).count() == 1,
+            }
+        }
+        for e in Error::ALL {
+            assert!(listed(e), "{e:?}");
+            assert!(e.errno() > 0);
+            let back = Error::from_errno(e.errno()).unwrap();
+            assert_eq!(back.errno(), e.errno());
+            assert!(!e.description().is_empty() && e.description() != "error");
+        }
+        let mut names: alloc::vec::Vec<&str> = Error::ALL.iter().map(|e| e.description()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Error::ALL.len(), "descriptions are distinct");
+        assert_eq!(Error::from_errno(5), Some(Error::Io));
+        assert_eq!(Error::from_errno(22), Some(Error::Invalid));
+        assert_eq!(Error::from_errno(4), None);
+    }
+}
