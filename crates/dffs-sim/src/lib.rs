@@ -81,6 +81,7 @@ mod stats;
 pub use error::SimError;
 pub use image::{sidecar_path, SIDECAR_FORMAT, SIDECAR_VERSION};
 pub use preset::{presets, EraseOption, Preset, PresetError, Timing};
+pub use rng::{mix, Rng};
 pub use shared::SharedSim;
 pub use sim::{max_factory_bad, SimFlash, SimOptions, UNSTABLE_UNCORRECTABLE_RATE};
 pub use stats::{ps_to_us, Stats};

@@ -1,50 +1,88 @@
-//! Deterministic pseudo-random numbers (SplitMix64) for fault injection.
+//! Deterministic pseudo-random numbers (SplitMix64): the one generator of the workspace, for
+//! the simulator's fault injection and (re-exported by `dffs-testkit`) for every test, fuzz
+//! target, torture and benchmark workload.
 //!
-//! Owns reproducibility: the same seed and the same sequence of device operations give the same
-//! faults. It must never read entropy from the host and must never be used for anything that
-//! needs unpredictability.
+//! Owns reproducibility: the same seed and the same sequence of calls give the same numbers.
+//! It must never read entropy from the host and must never be used for anything that needs
+//! unpredictability.
 
 /// A SplitMix64 generator: one 64-bit word of state, advanced by a fixed odd increment and mixed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Rng {
+pub struct Rng {
     state: u64,
 }
 
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
+/// The SplitMix64 output function: a bijective scramble of 64 bits (also a good hash of a
+/// key to a seed).
+pub fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 impl Rng {
     /// A generator whose sequence depends only on `seed`.
-    pub(crate) fn new(seed: u64) -> Self {
+    pub fn new(seed: u64) -> Self {
         Rng { state: seed }
     }
 
     /// The internal state, for saving a device and continuing the same sequence later.
-    pub(crate) fn state(&self) -> u64 {
+    pub fn state(&self) -> u64 {
         self.state
     }
 
     /// The next 64 random bits.
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(GOLDEN);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        mix(self.state)
     }
 
     /// A uniform float in `[0, 1)`.
-    pub(crate) fn unit(&mut self) -> f64 {
+    pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
-    /// A uniform integer in `[0, n)`; `0` when `n == 0`.
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    /// A uniform integer in `[0, n)`; `0` when `n == 0` (multiply-shift reduction).
+    pub fn below(&mut self, n: u64) -> u64 {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    /// An integer in `[0, n)` by modulo reduction; `0` when `n == 0`. Slightly biased for huge
+    /// `n`; kept because the model and torture workloads were drawn with it (changing it would
+    /// change every recorded sequence).
+    pub fn below_mod(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// A random element of `v` (drawn with [`Rng::below_mod`]); `None` when `v` is empty.
+    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> Option<&'a T> {
+        if v.is_empty() {
+            None
+        } else {
+            Some(&v[self.below_mod(v.len() as u64) as usize])
+        }
+    }
+
+    /// Fills `buf` with random bytes (8 per draw, little-endian).
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for c in buf.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            c.copy_from_slice(&v[..c.len()]);
+        }
+    }
+
+    /// A standard normal deviate (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = self.unit().max(1e-300);
+        let u2 = self.unit();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * core::f64::consts::PI * u2).cos()
     }
 
     /// `true` with probability `p`. Draws nothing when `p <= 0`, so a zero rate leaves the
     /// sequence untouched.
-    pub(crate) fn chance(&mut self, p: f64) -> bool {
+    pub fn chance(&mut self, p: f64) -> bool {
         if p <= 0.0 {
             return false;
         }
@@ -52,13 +90,13 @@ impl Rng {
     }
 
     /// A random byte.
-    pub(crate) fn byte(&mut self) -> u8 {
+    pub fn byte(&mut self) -> u8 {
         (self.next_u64() >> 56) as u8
     }
 
     /// A draw from the binomial distribution: successes in `n` trials of probability `p`.
     /// Draws nothing when `p <= 0` or `n == 0`.
-    pub(crate) fn binomial(&mut self, n: u64, p: f64) -> u64 {
+    pub fn binomial(&mut self, n: u64, p: f64) -> u64 {
         if n == 0 || p.is_nan() || p <= 0.0 {
             return 0;
         }

@@ -17,12 +17,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod model;
+/// The reference model (it lives in `dffs-testkit`, shared with the tests and fuzz targets).
+pub use dffs_testkit::model;
 
 use dffs::{Config, Error, FormatOptions, Fs, OpenFlags, SetAttr};
 use dffs_sim::{Preset, SimFlash, SimOptions};
 use serde::Serialize;
 
+use dffs_testkit::Rng;
 use model::{join, read_tree, split, Model, Node};
 
 /// The workloads.
@@ -131,50 +133,26 @@ pub struct Report {
     pub nospace: u64,
 }
 
-/// Deterministic random numbers (SplitMix64).
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from a seed.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x5DEE_CE66_D1CE_5EED)
-    }
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// A number in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-    fn pick(&mut self, v: &[String]) -> Option<String> {
-        if v.is_empty() {
-            None
-        } else {
-            Some(v[self.below(v.len() as u64) as usize].clone())
-        }
-    }
+/// The workload generator for `seed` (salted, so torture seeds draw other sequences than
+/// the same seeds elsewhere).
+fn rng(seed: u64) -> Rng {
+    Rng::new(seed ^ 0x5DEE_CE66_D1CE_5EED)
 }
 
 /// Text-like runs alternating with random ones (about half compressible, so a compressed file
 /// holds both compressed and raw blocks).
 fn mixed_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = Rng::new(seed);
+    let mut r = rng(seed);
     let words: [&[u8]; 6] = [
         b"erase ", b"page ", b"block\n", b"spare ", b"flash ", b"0x7f ",
     ];
     let mut v = Vec::with_capacity(len + 8);
     while v.len() < len {
-        let run = 256 + r.below(3000) as usize;
+        let run = 256 + r.below_mod(3000) as usize;
         let end = (v.len() + run).min(len);
-        if r.below(2) == 0 {
+        if r.below_mod(2) == 0 {
             while v.len() < end {
-                v.extend_from_slice(words[r.below(6) as usize]);
+                v.extend_from_slice(words[r.below_mod(6) as usize]);
             }
         } else {
             while v.len() < end {
@@ -187,7 +165,7 @@ fn mixed_bytes(seed: u64, len: usize) -> Vec<u8> {
 }
 
 fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = Rng::new(seed);
+    let mut r = rng(seed);
     let mut v = Vec::with_capacity(len);
     while v.len() < len {
         v.extend_from_slice(&r.next_u64().to_le_bytes());
@@ -293,13 +271,14 @@ impl Exec {
             "hh",
             "a-rather-long-file-name.dat",
         ];
-        N[self.rng.below(N.len() as u64) as usize].to_string()
+        N[self.rng.below_mod(N.len() as u64) as usize].to_string()
     }
 
     fn create(&mut self, dir: bool) -> Step {
         let d = self
             .rng
             .pick(&self.model.dirs())
+            .cloned()
             .unwrap_or_else(|| "/".into());
         let path = join(&d, &self.name());
         let mut after = self.model.clone();
@@ -445,7 +424,7 @@ impl Exec {
 
     fn unlink_any(&mut self) -> Step {
         let all: Vec<String> = self.model.nodes.keys().cloned().collect();
-        let Some(path) = self.rng.pick(&all) else {
+        let Some(path) = self.rng.pick(&all).cloned() else {
             return Ok(());
         };
         let is_dir = self.model.nodes[&path] == Node::Dir;
@@ -470,12 +449,13 @@ impl Exec {
 
     fn rename_any(&mut self) -> Step {
         let all: Vec<String> = self.model.nodes.keys().cloned().collect();
-        let Some(src) = self.rng.pick(&all) else {
+        let Some(src) = self.rng.pick(&all).cloned() else {
             return Ok(());
         };
         let dd = self
             .rng
             .pick(&self.model.dirs())
+            .cloned()
             .unwrap_or_else(|| "/".into());
         let dst = join(&dd, &self.name());
         let mut after = self.model.clone();
@@ -492,12 +472,13 @@ impl Exec {
     }
 
     fn link_any(&mut self) -> Step {
-        let Some(src) = self.rng.pick(&self.model.files()) else {
+        let Some(src) = self.rng.pick(&self.model.files()).cloned() else {
             return self.create(false);
         };
         let dd = self
             .rng
             .pick(&self.model.dirs())
+            .cloned()
             .unwrap_or_else(|| "/".into());
         let dst = join(&dd, &self.name());
         let mut after = self.model.clone();
@@ -517,10 +498,10 @@ impl Exec {
     }
 
     fn truncate_any(&mut self) -> Step {
-        let Some(path) = self.rng.pick(&self.model.files()) else {
+        let Some(path) = self.rng.pick(&self.model.files()).cloned() else {
             return Ok(());
         };
-        let size = self.rng.below(self.max_file);
+        let size = self.rng.below_mod(self.max_file);
         let ino = self.ino(&path)?;
         let mut after = self.model.clone();
         let want = after.truncate(&path, size);
@@ -541,31 +522,31 @@ impl Exec {
     }
 
     fn random_write(&mut self) -> Step {
-        let Some(path) = self.rng.pick(&self.model.files()) else {
+        let Some(path) = self.rng.pick(&self.model.files()).cloned() else {
             return self.create(false);
         };
         let cur = match &self.model.nodes[&path] {
             Node::File(c) => c.len() as u64,
             _ => 0,
         };
-        let off = match self.rng.below(3) {
+        let off = match self.rng.below_mod(3) {
             0 => cur,
-            1 => self.rng.below(cur + 1),
-            _ => self.rng.below(self.max_file),
+            1 => self.rng.below_mod(cur + 1),
+            _ => self.rng.below_mod(self.max_file),
         };
-        let len = match self.rng.below(3) {
-            0 => 1 + self.rng.below(200),
-            1 => 1 + self.rng.below(5000),
-            _ => 1 + self.rng.below(self.max_file / 2),
+        let len = match self.rng.below_mod(3) {
+            0 => 1 + self.rng.below_mod(200),
+            1 => 1 + self.rng.below_mod(5000),
+            _ => 1 + self.rng.below_mod(self.max_file / 2),
         } as usize;
         let data = if self.compressible {
             mixed_bytes(self.rng.next_u64(), len)
         } else {
             bytes(self.rng.next_u64(), len)
         };
-        let chunks = 1 + self.rng.below(3) as usize;
-        let osync = self.rng.below(6) == 0;
-        let fsync = self.rng.below(3) == 0;
+        let chunks = 1 + self.rng.below_mod(3) as usize;
+        let osync = self.rng.below_mod(6) == 0;
+        let fsync = self.rng.below_mod(3) == 0;
         self.write(&path, off, &data, chunks, osync, fsync)
     }
 
@@ -581,11 +562,11 @@ impl Exec {
             }
             Err(e) => return Err(Stop::Fatal(format!("begin: {e:?}"))),
         }
-        let n = 2 + self.rng.below(4);
+        let n = 2 + self.rng.below_mod(4);
         let saved_cands = self.cands.clone();
         for _ in 0..n {
             // Inside the transaction nothing is a commit point of its own.
-            let r = match self.rng.below(5) {
+            let r = match self.rng.below_mod(5) {
                 0 => self.create(false),
                 1 => self.create(true),
                 2 => self.rename_any(),
@@ -602,7 +583,7 @@ impl Exec {
                 Err(f) => return Err(f),
             }
         }
-        if self.rng.below(5) == 0 {
+        if self.rng.below_mod(5) == 0 {
             match self.fs().abort_transaction() {
                 Ok(()) => {
                     self.model = pre;
@@ -669,7 +650,7 @@ impl Exec {
             Some(Node::File(c)) => c.len() as u64,
             _ => return Ok(()),
         };
-        let entry = 3000 + self.rng.below(9000) as usize;
+        let entry = 3000 + self.rng.below_mod(9000) as usize;
         if cur + entry as u64 > self.max_file {
             // Archive: rename, drop the oldest, new log — all or nothing.
             let pre = self.model.clone();
@@ -726,12 +707,12 @@ impl Exec {
             }
         }
         let data = bytes(self.rng.next_u64(), entry);
-        let chunks = 3 + self.rng.below(5) as usize;
+        let chunks = 3 + self.rng.below_mod(5) as usize;
         self.write("/log/current", cur, &data, chunks, false, true)
     }
 
     fn step(&mut self, w: Workload) -> Step {
-        let r = self.rng.below(100);
+        let r = self.rng.below_mod(100);
         match w {
             Workload::Mixed => match r {
                 0..=9 => self.create(false),
@@ -772,23 +753,23 @@ impl Exec {
             // Until the device has refused a write, deletions are rare, so that the workload
             // really reaches a full device; after that it churns at the edge.
             Workload::Full
-                if self.nospace == 0 && (70..93).contains(&r) && self.rng.below(4) > 0 =>
+                if self.nospace == 0 && (70..93).contains(&r) && self.rng.below_mod(4) > 0 =>
             {
                 self.sync()
             }
             Workload::Full => match r {
                 0..=4 => self.create(false),
                 5..=69 => {
-                    let Some(path) = self.rng.pick(&self.model.files()) else {
+                    let Some(path) = self.rng.pick(&self.model.files()).cloned() else {
                         return self.create(false);
                     };
                     let cur = match &self.model.nodes[&path] {
                         Node::File(c) => c.len() as u64,
                         _ => 0,
                     };
-                    let len = 1 + self.rng.below(self.max_file / 2) as usize;
+                    let len = 1 + self.rng.below_mod(self.max_file / 2) as usize;
                     let data = bytes(self.rng.next_u64(), len);
-                    let fsync = self.rng.below(2) == 0;
+                    let fsync = self.rng.below_mod(2) == 0;
                     self.write(&path, cur, &data, 2, false, fsync)
                 }
                 70..=84 => self.unlink_any(),
@@ -850,7 +831,7 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
         cfg: opts.config,
         model: Model::default(),
         cands: vec![Model::default()],
-        rng: Rng::new(opts.seed),
+        rng: rng(opts.seed),
         commits: 0,
         nospace: 0,
         log_n: 0,

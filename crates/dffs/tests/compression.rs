@@ -6,6 +6,7 @@
 use dffs::format::compress::{DEFLATE, LZ4, NONE};
 use dffs::{Config, Error, FormatOptions, Fs, OpenFlags, ROOT_INO};
 use dffs_sim::{preset::preset, SimFlash};
+use dffs_testkit::Rng;
 
 const NAND: &str = "nand-slc-128m";
 const NOR: &str = "nor-qspi-16m";
@@ -34,10 +35,10 @@ fn text(n: usize, seed: u64) -> Vec<u8> {
     let words: [&[u8]; 8] = [
         b"erase ", b"block ", b"page ", b"spare ", b"flash ", b"node ", b"index\n", b"0x1f ",
     ];
-    let mut r = Rng(seed);
+    let mut r = Rng::new(seed);
     let mut v = Vec::with_capacity(n + 8);
     while v.len() < n {
-        v.extend_from_slice(words[(r.next() % 8) as usize]);
+        v.extend_from_slice(words[(r.next_u64() % 8) as usize]);
     }
     v.truncate(n);
     v
@@ -45,19 +46,8 @@ fn text(n: usize, seed: u64) -> Vec<u8> {
 
 /// Random bytes: do not compress.
 fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut r = Rng(seed);
-    (0..n).map(|_| r.next() as u8).collect()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
+    let mut r = Rng::new(seed);
+    (0..n).map(|_| r.next_u64() as u8).collect()
 }
 
 fn put(fs: &mut Fs<SimFlash>, name: &str, data: &[u8]) -> u32 {
@@ -328,7 +318,7 @@ fn partly_overwritten_groups_survive_garbage_collection() {
         let mut fs = fresh(name, 48, LZ4);
         let mut model = text(200_000, 40);
         let ino = put(&mut fs, "big", &model);
-        let mut r = Rng(41);
+        let mut r = Rng::new(41);
         let cap = fs.params().geometry.capacity();
         let mut written = 0u64;
         let mut k = 0u64;
@@ -336,11 +326,11 @@ fn partly_overwritten_groups_survive_garbage_collection() {
         while written < cap * 2 {
             let fh = fs.open(ino, OpenFlags::RW).unwrap();
             for _ in 0..4 {
-                let off = (r.next() % (model.len() as u64 - 300)) as usize;
-                let patch = if r.next() % 2 == 0 {
-                    text(1 + (r.next() % 300) as usize, r.next())
+                let off = (r.next_u64() % (model.len() as u64 - 300)) as usize;
+                let patch = if r.next_u64() % 2 == 0 {
+                    text(1 + (r.next_u64() % 300) as usize, r.next_u64())
                 } else {
-                    noise(1 + (r.next() % 300) as usize, r.next())
+                    noise(1 + (r.next_u64() % 300) as usize, r.next_u64())
                 };
                 fs.write(fh, off as u64, &patch).unwrap();
                 model[off..off + patch.len()].copy_from_slice(&patch);

@@ -16,8 +16,6 @@
 //! `DFFS_HOSTILE_CASES=80000 DFFS_HOSTILE_SEED=23 cargo test -p dffs --test hostile -- --nocapture`
 //! (the number scales the sampled cases; the seed changes the sample). See docs/FUZZING.md.
 
-mod hostile_common;
-
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -27,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use dffs::format::node::NodeType;
 use dffs::{Error, FlashKind};
-use hostile_common::*;
+use dffs_testkit::hostile::*;
 
 // ----- allocation cap -----------------------------------------------------------------------
 
@@ -203,7 +201,7 @@ fn apply(img: &Image, nodes: &[FoundNode], d: &Damage, dev: &mut RamFlash) {
             }
         }
         Damage::FillPage(p, b) => dev.page_mut(p % pages).fill(b),
-        Damage::RandomPage(p, seed) => Rng(seed).fill(dev.page_mut(p % pages)),
+        Damage::RandomPage(p, seed) => Rng::new(seed).fill(dev.page_mut(p % pages)),
         Damage::ErasePage(p) => {
             dev.page_mut(p % pages).fill(0xFF);
             dev.oob_mut(p % pages).fill(0xFF);
@@ -228,7 +226,7 @@ fn apply(img: &Image, nodes: &[FoundNode], d: &Damage, dev: &mut RamFlash) {
             match how {
                 0 => o.fill(0),
                 1 => o.fill(0xFF),
-                2 => Rng(seed).fill(o),
+                2 => Rng::new(seed).fill(o),
                 3 => {
                     let keep = (seed as usize) % o.len().max(1);
                     o[keep..].fill(0xFF);
@@ -249,12 +247,12 @@ fn apply(img: &Image, nodes: &[FoundNode], d: &Damage, dev: &mut RamFlash) {
             dev.bad[(b % n) as usize] = true;
         }
         Damage::RandomImage(seed, keep_anchors) => {
-            let mut r = Rng(seed);
+            let mut r = Rng::new(seed);
             if keep_anchors {
                 let skip = 2 * dev.geo.block_size() as usize;
                 for p in dev.used_pages() {
                     let start = p as usize * ps;
-                    if start >= skip && r.below(2) == 0 {
+                    if start >= skip && r.below_mod(2) == 0 {
                         r.fill(dev.page_mut(p));
                     }
                 }
@@ -264,7 +262,7 @@ fn apply(img: &Image, nodes: &[FoundNode], d: &Damage, dev: &mut RamFlash) {
             }
         }
         Damage::RandomNodes(seed, count) => {
-            let mut r = Rng(seed);
+            let mut r = Rng::new(seed);
             let used = dev.used_pages();
             let types = [
                 0x01u8, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x20, 0x21, 0x22,
@@ -275,32 +273,32 @@ fn apply(img: &Image, nodes: &[FoundNode], d: &Damage, dev: &mut RamFlash) {
                     break;
                 }
                 // Over an existing node, keeping its place and length: only the body lies.
-                if !nodes.is_empty() && r.below(2) == 0 {
-                    let n = nodes[r.below(nodes.len() as u64) as usize];
+                if !nodes.is_empty() && r.below_mod(2) == 0 {
+                    let n = nodes[r.below_mod(nodes.len() as u64) as usize];
                     let body = n.at + 24..n.at + n.len;
-                    let seed = r.next();
-                    Rng(seed).fill(&mut dev.data[body.clone()]);
+                    let seed = r.next_u64();
+                    Rng::new(seed).fill(&mut dev.data[body.clone()]);
                     // Keep some structure: zero the tail half so counts meet real padding.
-                    if r.below(2) == 0 {
+                    if r.below_mod(2) == 0 {
                         let mid = body.start + (body.end - body.start) / 2;
                         dev.data[mid..body.end].fill(0);
                     }
-                    if r.below(3) == 0 {
-                        dev.data[n.at + 2] = types[r.below(types.len() as u64) as usize];
+                    if r.below_mod(3) == 0 {
+                        dev.data[n.at + 2] = types[r.below_mod(types.len() as u64) as usize];
                     }
                     resign(&mut dev.data, n.at);
                     continue;
                 }
-                let p = used[r.below(used.len() as u64) as usize];
-                let off = (r.below(ps as u64 / 8) * 8) as usize;
+                let p = used[r.below_mod(used.len() as u64) as usize];
+                let off = (r.below_mod(ps as u64 / 8) * 8) as usize;
                 let at = p as usize * ps + off;
                 let room = ps - off;
                 if room < 32 {
                     continue;
                 }
-                let len = 24 + r.below((room - 24) as u64) as usize;
-                let typ = types[r.below(types.len() as u64) as usize];
-                let seq = img.reference.nodes.len() as u64 + r.below(1 << 20);
+                let len = 24 + r.below_mod((room - 24) as u64) as usize;
+                let typ = types[r.below_mod(types.len() as u64) as usize];
+                let seq = img.reference.nodes.len() as u64 + r.below_mod(1 << 20);
                 let d = &mut dev.data[at..at + len];
                 r.fill(&mut d[24..]);
                 d[0..2].copy_from_slice(&dffs::format::node::NODE_MAGIC.to_le_bytes());
@@ -308,7 +306,7 @@ fn apply(img: &Image, nodes: &[FoundNode], d: &Damage, dev: &mut RamFlash) {
                 d[3] = 0;
                 d[4..8].copy_from_slice(&(len as u32).to_le_bytes());
                 d[8..16].copy_from_slice(&seq.to_le_bytes());
-                d[16..20].copy_from_slice(&(r.below(300) as u32).to_le_bytes());
+                d[16..20].copy_from_slice(&(r.below_mod(300) as u32).to_le_bytes());
                 resign(&mut dev.data, at);
             }
         }
@@ -356,7 +354,7 @@ fn by_type(nodes: &[FoundNode]) -> Vec<(NodeType, Vec<usize>)> {
 }
 
 fn pick<T: Copy>(r: &mut Rng, v: &[T]) -> T {
-    v[r.below(v.len() as u64) as usize]
+    v[r.below_mod(v.len() as u64) as usize]
 }
 
 /// The cases for one image; `scale` multiplies the sampled ones.
@@ -386,8 +384,8 @@ fn cases_for(ix: usize, img: &Image, nodes: &[FoundNode], scale: usize, r: &mut 
         let body = nodes[cp].len - 24;
         for off in (0..body).step_by(4) {
             for _ in 0..2 * scale {
-                let value = if r.below(3) == 0 {
-                    (nodes[r.below(nodes.len() as u64) as usize].at >> unit_shift) as u64
+                let value = if r.below_mod(3) == 0 {
+                    (nodes[r.below_mod(nodes.len() as u64) as usize].at >> unit_shift) as u64
                 } else {
                     pick(r, &VALUES)
                 };
@@ -416,8 +414,8 @@ fn cases_for(ix: usize, img: &Image, nodes: &[FoundNode], scale: usize, r: &mut 
     for (_, list) in &types {
         for _ in 0..3 * scale {
             let n = nodes[pick(r, list)];
-            let at = n.at + r.below(n.len as u64) as usize;
-            add(vec![Damage::Flip(at, r.below(8) as u8)]);
+            let at = n.at + r.below_mod(n.len as u64) as usize;
+            add(vec![Damage::Flip(at, r.below_mod(8) as u8)]);
         }
         for _ in 0..25 * scale {
             let ni = pick(r, list);
@@ -427,12 +425,12 @@ fn cases_for(ix: usize, img: &Image, nodes: &[FoundNode], scale: usize, r: &mut 
                 continue;
             }
             let width = pick(r, &[1u8, 2, 4, 4, 4, 8]);
-            let off = if r.below(2) == 0 {
-                (r.below(body.min(64) as u64) as usize) & !(width as usize - 1)
+            let off = if r.below_mod(2) == 0 {
+                (r.below_mod(body.min(64) as u64) as usize) & !(width as usize - 1)
             } else {
-                r.below(body as u64) as usize & !(width as usize - 1)
+                r.below_mod(body as u64) as usize & !(width as usize - 1)
             };
-            let value = match r.below(4) {
+            let value = match r.below_mod(4) {
                 0 => (n.at >> unit_shift) as u64,
                 1 => (nodes[pick(r, list)].at >> unit_shift) as u64,
                 _ => pick(r, &VALUES),
@@ -456,7 +454,7 @@ fn cases_for(ix: usize, img: &Image, nodes: &[FoundNode], scale: usize, r: &mut 
             for _ in 0..2 {
                 d.push(Damage::Field {
                     node: ni,
-                    off: r.below(body as u64 - 3) as usize,
+                    off: r.below_mod(body as u64 - 3) as usize,
                     width: 4,
                     value: pick(r, &VALUES),
                     all_copies: false,
@@ -472,16 +470,16 @@ fn cases_for(ix: usize, img: &Image, nodes: &[FoundNode], scale: usize, r: &mut 
         let q = pick(r, &used);
         add(vec![Damage::FillPage(p, 0)]);
         add(vec![Damage::ErasePage(p)]);
-        add(vec![Damage::RandomPage(p, r.next())]);
+        add(vec![Damage::RandomPage(p, r.next_u64())]);
         add(vec![Damage::Unreadable(p)]);
         add(vec![Damage::Swap(p, q)]);
         if nand {
             for how in 0..5 {
-                add(vec![Damage::Oob(p, how, r.next())]);
+                add(vec![Damage::Oob(p, how, r.next_u64())]);
             }
             add(vec![Damage::FlipOob(
-                p as usize * dev.oob_len() + r.below(20) as usize,
-                r.below(8) as u8,
+                p as usize * dev.oob_len() + r.below_mod(20) as usize,
+                r.below_mod(8) as u8,
             )]);
             add(vec![Damage::BadBlock(dev.geo.block_of(p))]);
         }
@@ -500,13 +498,13 @@ fn cases_for(ix: usize, img: &Image, nodes: &[FoundNode], scale: usize, r: &mut 
     // Several damages at once.
     for _ in 0..8 * scale {
         let mut d = Vec::new();
-        for _ in 0..1 + r.below(6) {
+        for _ in 0..1 + r.below_mod(6) {
             let p = pick(r, &used);
-            d.push(match r.below(4) {
-                0 => Damage::RandomPage(p, r.next()),
+            d.push(match r.below_mod(4) {
+                0 => Damage::RandomPage(p, r.next_u64()),
                 1 => Damage::Unreadable(p),
                 2 => Damage::FillPage(p, 0),
-                _ => Damage::Flip(p as usize * dev.page_size(), r.below(8) as u8),
+                _ => Damage::Flip(p as usize * dev.page_size(), r.below_mod(8) as u8),
             });
         }
         add(d);
@@ -514,11 +512,14 @@ fn cases_for(ix: usize, img: &Image, nodes: &[FoundNode], scale: usize, r: &mut 
 
     // Random images and random valid nodes.
     for _ in 0..scale {
-        add(vec![Damage::RandomImage(r.next(), false)]);
-        add(vec![Damage::RandomImage(r.next(), true)]);
+        add(vec![Damage::RandomImage(r.next_u64(), false)]);
+        add(vec![Damage::RandomImage(r.next_u64(), true)]);
     }
     for _ in 0..6 * scale {
-        add(vec![Damage::RandomNodes(r.next(), 1 + r.below(40) as u32)]);
+        add(vec![Damage::RandomNodes(
+            r.next_u64(),
+            1 + r.below_mod(40) as u32,
+        )]);
     }
 
     // Data pages: other files must stay intact.
@@ -675,7 +676,7 @@ fn damaged_images_never_panic_hang_or_lose_intact_files() {
     let images = Arc::new(images());
     let built = started.elapsed();
     let scan: Vec<Vec<FoundNode>> = images.iter().map(|i| scan_nodes(&i.dev)).collect();
-    let mut r = Rng(seed);
+    let mut r = Rng::new(seed);
     let mut cases = Vec::new();
     let mut scale = 1;
     loop {

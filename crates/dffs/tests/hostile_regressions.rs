@@ -2,12 +2,10 @@
 //! rebuilt in code (a forged field of a re-signed node) or replayed from a small fuzz input
 //! (see docs/FUZZING.md for the input format).
 
-mod hostile_common;
-
 use std::time::{Duration, Instant};
 
 use dffs::format::node::NodeType;
-use hostile_common::*;
+use dffs_testkit::hostile::*;
 
 /// Sets `width` bytes at body offset `off` of every copy of the newest checkpoint, re-signed.
 fn forge_checkpoint(dev: &mut RamFlash, off: usize, width: usize, value: u64) {

@@ -13,112 +13,11 @@ use std::collections::BTreeMap;
 
 use dffs::{Config, Error, FileKind, FormatOptions, Fs, OpenFlags, SetAttr, ROOT_INO};
 use dffs_sim::{preset::preset, SimFlash};
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Node {
-    File(Vec<u8>),
-    Dir,
-    Link(Vec<u8>),
-}
-
-/// The model: absolute paths ("/a/b") → node. The root is implicit. Regular files have an
-/// identity too: hard links share it (and their content).
-#[derive(Clone, Debug, Default)]
-struct Model {
-    nodes: BTreeMap<String, Node>,
-    ids: BTreeMap<String, u64>,
-    next_id: u64,
-}
-
-impl Model {
-    fn children(&self, dir: &str) -> Vec<String> {
-        let prefix = if dir == "/" {
-            "/".to_string()
-        } else {
-            format!("{dir}/")
-        };
-        self.nodes
-            .keys()
-            .filter(|k| k.starts_with(&prefix) && !k[prefix.len()..].contains('/'))
-            .cloned()
-            .collect()
-    }
-    fn dirs(&self) -> Vec<String> {
-        let mut v = vec!["/".to_string()];
-        v.extend(
-            self.nodes
-                .iter()
-                .filter(|(_, n)| **n == Node::Dir)
-                .map(|(k, _)| k.clone()),
-        );
-        v
-    }
-    /// Copies `path`'s content to every other name of the same file.
-    fn propagate(&mut self, path: &str) {
-        let Some(&id) = self.ids.get(path) else {
-            return;
-        };
-        let content = self.nodes[path].clone();
-        let others: Vec<String> = self
-            .ids
-            .iter()
-            .filter(|(k, v)| **v == id && k.as_str() != path)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for o in others {
-            self.nodes.insert(o, content.clone());
-        }
-    }
-    /// Forgets `path` (removed or replaced).
-    fn forget(&mut self, path: &str) {
-        self.nodes.remove(path);
-        self.ids.remove(path);
-    }
-    fn files(&self) -> Vec<String> {
-        self.nodes
-            .iter()
-            .filter(|(_, n)| matches!(n, Node::File(_)))
-            .map(|(k, _)| k.clone())
-            .collect()
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> Option<&'a T> {
-        if v.is_empty() {
-            None
-        } else {
-            Some(&v[self.below(v.len() as u64) as usize])
-        }
-    }
-}
-
-fn join(dir: &str, name: &str) -> String {
-    if dir == "/" {
-        format!("/{name}")
-    } else {
-        format!("{dir}/{name}")
-    }
-}
+use dffs_testkit::model::{join, split, Model, Node};
+use dffs_testkit::Rng;
 
 fn resolve<F: dffs::Flash>(fs: &mut Fs<F>, path: &str) -> Result<u32, Error> {
     fs.resolve(path.as_bytes())
-}
-
-fn split(path: &str) -> (&str, &str) {
-    let i = path.rfind('/').unwrap();
-    (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..])
 }
 
 /// Compares the whole file system with the model, and runs fsck.
@@ -215,17 +114,13 @@ fn check_all<F: dffs::Flash>(fs: &mut Fs<F>, m: &Model, ctx: &str) {
         panic!("{ctx}: file system differs from the model");
     }
     // Names of one file lead to one inode, whose link count is the number of names.
-    for (path, id) in &m.ids {
-        let group: Vec<&String> = m
-            .ids
-            .iter()
-            .filter(|(_, v)| *v == id)
-            .map(|(k, _)| k)
-            .collect();
-        let (ino, nlink) = file_inos[path];
-        assert_eq!(nlink as usize, group.len(), "{ctx}: {path} link count");
-        for g in group {
-            assert_eq!(file_inos[g].0, ino, "{ctx}: {path} and {g} are one file");
+    let groups = m.link_groups();
+    for (path, (ino, nlink)) in &file_inos {
+        let group = groups.iter().find(|g| g.contains(path));
+        let names = group.map_or(1, |g| g.len());
+        assert_eq!(*nlink as usize, names, "{ctx}: {path} link count");
+        for g in group.into_iter().flatten() {
+            assert_eq!(file_inos[g].0, *ino, "{ctx}: {path} and {g} are one file");
         }
     }
 }
@@ -245,11 +140,11 @@ fn name(rng: &mut Rng) -> String {
         "k",
         "long-name-0123456789",
     ];
-    NAMES[rng.below(NAMES.len() as u64) as usize].to_string()
+    NAMES[rng.below_mod(NAMES.len() as u64) as usize].to_string()
 }
 
 fn data(rng: &mut Rng, len: usize) -> Vec<u8> {
-    let seed = rng.next();
+    let seed = rng.next_u64();
     (0..len)
         .map(|i| (seed.wrapping_mul(i as u64 + 1) >> 24) as u8)
         .collect()
@@ -261,13 +156,13 @@ fn mixed_data(rng: &mut Rng, len: usize) -> Vec<u8> {
     let words: [&[u8]; 5] = [b"erase ", b"page ", b"block\n", b"spare ", b"0x7f "];
     let mut v = Vec::with_capacity(len + 8);
     while v.len() < len {
-        let end = (v.len() + 200 + rng.below(3000) as usize).min(len);
-        let text = rng.below(2) == 0;
+        let end = (v.len() + 200 + rng.below_mod(3000) as usize).min(len);
+        let text = rng.below_mod(2) == 0;
         while v.len() < end {
             if text {
-                v.extend_from_slice(words[rng.below(5) as usize]);
+                v.extend_from_slice(words[rng.below_mod(5) as usize]);
             } else {
-                v.extend_from_slice(&rng.next().to_le_bytes());
+                v.extend_from_slice(&rng.next_u64().to_le_bytes());
             }
         }
         v.truncate(end);
@@ -300,12 +195,12 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
     let cfg = Config::smallest();
     let mut fs = Fs::mount(dev, cfg).unwrap();
     let mut m = Model::default();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut nospace = 0;
     let maxlen = max_len_for(kind);
     for step in 0..ops {
         let ctx = format!("{kind} seed {seed} step {step}");
-        let op = rng.below(100);
+        let op = rng.below_mod(100);
         if trace() {
             eprintln!("{ctx}: op {op}");
         }
@@ -329,11 +224,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     );
                 } else {
                     match r {
-                        Ok(_) => {
-                            m.nodes.insert(path.clone(), Node::File(Vec::new()));
-                            m.ids.insert(path, m.next_id);
-                            m.next_id += 1;
-                        }
+                        Ok(_) => m.create(&path, Node::File(Vec::new())).unwrap(),
                         Err(Error::NoSpace) => nospace += 1,
                         Err(e) => panic!("{ctx}: create {path}: {e:?}"),
                     }
@@ -365,10 +256,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     match r {
                         Ok(st) => {
                             assert_eq!(st.ino, ino, "{ctx}: link {path}");
-                            let content = m.nodes[&src].clone();
-                            let id = m.ids[&src];
-                            m.nodes.insert(path.clone(), content);
-                            m.ids.insert(path, id);
+                            m.link(&src, &path).unwrap();
                         }
                         Err(Error::NoSpace) => nospace += 1,
                         // The inode node holds as many names as fit.
@@ -392,9 +280,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     assert_eq!(r.err(), Some(Error::Exists), "{ctx}: mkdir existing {path}");
                 } else {
                     match r {
-                        Ok(_) => {
-                            m.nodes.insert(path, Node::Dir);
-                        }
+                        Ok(_) => m.create(&path, Node::Dir).unwrap(),
                         Err(Error::NoSpace) => nospace += 1,
                         Err(e) => panic!("{ctx}: mkdir {path}: {e:?}"),
                     }
@@ -411,16 +297,16 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     Node::File(d) => d.len() as u64,
                     _ => unreachable!(),
                 };
-                let off = match rng.below(4) {
+                let off = match rng.below_mod(4) {
                     0 => 0,
                     1 => cur,
-                    2 => rng.below(cur + 1),
-                    _ => rng.below(maxlen),
+                    2 => rng.below_mod(cur + 1),
+                    _ => rng.below_mod(maxlen),
                 };
-                let len = match rng.below(4) {
-                    0 => rng.below(64),
-                    1 => rng.below(3000),
-                    _ => rng.below(maxlen / 3),
+                let len = match rng.below_mod(4) {
+                    0 => rng.below_mod(64),
+                    1 => rng.below_mod(3000),
+                    _ => rng.below_mod(maxlen / 3),
                 } as usize;
                 let d = if algo == dffs::format::compress::NONE {
                     data(&mut rng, len.max(1))
@@ -428,7 +314,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     mixed_data(&mut rng, len.max(1))
                 };
                 let flags = OpenFlags {
-                    sync: rng.below(8) == 0,
+                    sync: rng.below_mod(8) == 0,
                     ..OpenFlags::RW
                 };
                 let fh = fs
@@ -438,18 +324,11 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     eprintln!("  write {path} @{off}+{} sync {}", d.len(), flags.sync);
                 }
                 let r = fs.write(fh, off, &d);
-                let fsync = rng.below(3) == 0;
+                let fsync = rng.below_mod(3) == 0;
                 match r {
                     Ok(n) => {
                         assert_eq!(n, d.len());
-                        if let Some(Node::File(c)) = m.nodes.get_mut(&path) {
-                            let end = off as usize + d.len();
-                            if c.len() < end {
-                                c.resize(end, 0);
-                            }
-                            c[off as usize..end].copy_from_slice(&d);
-                        }
-                        m.propagate(&path);
+                        m.write(&path, off, &d).unwrap();
                         if fsync {
                             fs.fsync(fh)
                                 .unwrap_or_else(|e| panic!("{ctx}: fsync: {e:?}"));
@@ -476,7 +355,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                 };
                 let ino = resolve(&mut fs, &path)
                     .unwrap_or_else(|e| panic!("{ctx}: resolve {path}: {e:?}"));
-                let size = rng.below(maxlen / 2);
+                let size = rng.below_mod(maxlen / 2);
                 if trace() {
                     eprintln!("  truncate {path} {size}");
                 }
@@ -489,10 +368,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                 ) {
                     Ok(st) => {
                         assert_eq!(st.size, size, "{ctx}");
-                        if let Some(Node::File(c)) = m.nodes.get_mut(&path) {
-                            c.resize(size as usize, 0);
-                        }
-                        m.propagate(&path);
+                        m.truncate(&path, size).unwrap();
                     }
                     Err(Error::NoSpace) => nospace += 1,
                     Err(e) => panic!("{ctx}: truncate {path}: {e:?}"),
@@ -517,7 +393,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     Node::Dir => assert_eq!(r, Err(Error::IsDir), "{ctx}: unlink dir {path}"),
                     _ => {
                         r.unwrap_or_else(|e| panic!("{ctx}: unlink {path}: {e:?}"));
-                        m.forget(&path);
+                        m.unlink(&path).unwrap();
                     }
                 }
             }
@@ -536,7 +412,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                 let r = fs.rmdir(pino, n.as_bytes());
                 if m.children(&path).is_empty() {
                     r.unwrap_or_else(|e| panic!("{ctx}: rmdir {path}: {e:?}"));
-                    m.nodes.remove(&path);
+                    m.rmdir(&path).unwrap();
                 } else {
                     assert_eq!(r, Err(Error::NotEmpty), "{ctx}: rmdir non-empty {path}");
                 }
@@ -560,7 +436,8 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                 }
                 let r = fs.rename(sp, sn.as_bytes(), dp, dn.as_bytes());
                 let src_is_dir = m.nodes[&src] == Node::Dir;
-                let same_file = m.ids.contains_key(&src) && m.ids.get(&src) == m.ids.get(&dst);
+                let same_file =
+                    m.files.contains_key(&src) && m.files.get(&src) == m.files.get(&dst);
                 let expect: Result<(), Error> = if src == dst || same_file {
                     Ok(())
                 } else if src_is_dir && (dst == src || dst.starts_with(&format!("{src}/"))) {
@@ -579,25 +456,8 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     (Err(Error::NoSpace), Ok(())) => nospace += 1,
                     _ => assert_eq!(r, expect, "{ctx}: rename {src} -> {dst}"),
                 }
-                if r.is_ok() && src != dst && !same_file {
-                    let moved: Vec<(String, Node)> = m
-                        .nodes
-                        .iter()
-                        .filter(|(k, _)| **k == src || k.starts_with(&format!("{src}/")))
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect();
-                    m.forget(&dst);
-                    let mut ids = Vec::new();
-                    for (k, _) in &moved {
-                        m.nodes.remove(k);
-                        if let Some(id) = m.ids.remove(k) {
-                            ids.push((format!("{dst}{}", &k[src.len()..]), id));
-                        }
-                    }
-                    for (k, v) in moved {
-                        m.nodes.insert(format!("{dst}{}", &k[src.len()..]), v);
-                    }
-                    m.ids.extend(ids);
+                if r.is_ok() {
+                    m.rename(&src, &dst).unwrap();
                 }
             }
             // symlink
@@ -607,7 +467,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                 let path = join(&dir, &n);
                 let pino = resolve(&mut fs, &dir)
                     .unwrap_or_else(|e| panic!("{ctx}: resolve {dir}: {e:?}"));
-                let target = format!("/target/{}", rng.below(1000));
+                let target = format!("/target/{}", rng.below_mod(1000));
                 if trace() {
                     eprintln!("  symlink {path}");
                 }
@@ -616,9 +476,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     assert_eq!(r.err(), Some(Error::Exists), "{ctx}");
                 } else {
                     match r {
-                        Ok(_) => {
-                            m.nodes.insert(path, Node::Link(target.into_bytes()));
-                        }
+                        Ok(_) => m.create(&path, Node::Link(target.into_bytes())).unwrap(),
                         Err(Error::NoSpace) => nospace += 1,
                         Err(e) => panic!("{ctx}: symlink: {e:?}"),
                     }
@@ -631,8 +489,8 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                 };
                 let ino = resolve(&mut fs, &path)
                     .unwrap_or_else(|e| panic!("{ctx}: resolve {path}: {e:?}"));
-                if rng.below(2) == 0 {
-                    let mode = 0o600 | rng.below(0o100) as u32;
+                if rng.below_mod(2) == 0 {
+                    let mode = 0o600 | rng.below_mod(0o100) as u32;
                     let st = fs.setattr(
                         ino,
                         SetAttr {
@@ -649,8 +507,8 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                     let Node::File(c) = m.nodes[&path].clone() else {
                         unreachable!()
                     };
-                    let off = rng.below(c.len() as u64 + 10);
-                    let len = rng.below(5000) as usize;
+                    let off = rng.below_mod(c.len() as u64 + 10);
+                    let len = rng.below_mod(5000) as usize;
                     let fh = fs
                         .open(ino, OpenFlags::READ)
                         .unwrap_or_else(|e| panic!("{ctx}: open: {e:?}"));
@@ -669,7 +527,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
                 }
             }
             // sync, checkpoint, gc
-            84..=87 => match rng.below(3) {
+            84..=87 => match rng.below_mod(3) {
                 0 => fs.sync().unwrap_or_else(|e| panic!("{ctx}: sync: {e:?}")),
                 1 => fs
                     .checkpoint()
@@ -760,47 +618,48 @@ fn model_nor() {
     }
 }
 
+/// Runs the default number of seeds (or `DFFS_MODEL_SEEDS`) of `kind` with compression
+/// `algo`, seeds from `base`.
+fn run_seeds_z(kind: &str, blocks: u32, base: u64, seeds: u64, ops: u64, algo: u8) {
+    let seeds = env("DFFS_MODEL_SEEDS", seeds);
+    let ops = env("DFFS_MODEL_OPS", ops) as usize;
+    for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
+        run_z(kind, blocks, base + seed, ops, algo);
+    }
+}
+
 #[test]
 fn model_nand_slc_lz4() {
-    let seeds = env("DFFS_MODEL_SEEDS", 3);
-    let ops = env("DFFS_MODEL_OPS", 600) as usize;
-    for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
-        run_z(
-            "nand-slc-128m",
-            40,
-            4000 + seed,
-            ops,
-            dffs::format::compress::LZ4,
-        );
-    }
+    run_seeds_z(
+        "nand-slc-128m",
+        40,
+        4000,
+        3,
+        600,
+        dffs::format::compress::LZ4,
+    );
 }
 
 #[test]
 fn model_nand_mlc_deflate() {
-    let seeds = env("DFFS_MODEL_SEEDS", 2);
-    let ops = env("DFFS_MODEL_OPS", 500) as usize;
-    for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
-        run_z(
-            "nand-mlc-1g",
-            24,
-            5000 + seed,
-            ops,
-            dffs::format::compress::DEFLATE,
-        );
-    }
+    run_seeds_z(
+        "nand-mlc-1g",
+        24,
+        5000,
+        2,
+        500,
+        dffs::format::compress::DEFLATE,
+    );
 }
 
 #[test]
 fn model_nor_lz4() {
-    let seeds = env("DFFS_MODEL_SEEDS", 2);
-    let ops = env("DFFS_MODEL_OPS", 500) as usize;
-    for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
-        run_z(
-            "nor-qspi-16m",
-            32,
-            6000 + seed,
-            ops,
-            dffs::format::compress::LZ4,
-        );
-    }
+    run_seeds_z(
+        "nor-qspi-16m",
+        32,
+        6000,
+        2,
+        500,
+        dffs::format::compress::LZ4,
+    );
 }

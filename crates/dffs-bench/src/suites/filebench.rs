@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use crate::content::{Content, Rng};
+use crate::content::{rng, Content};
 use crate::devices::{describe, device_preset, round, Meter};
 use crate::fsapi::{verify_file, Driver, End, FsError, FsResult, OpenMode, Session};
 use crate::report::{table, Column, Row, SuiteReport};
@@ -307,7 +307,7 @@ fn mix(d: &mut dyn Driver, p: &Params, row: &mut Row) -> FsResult<()> {
         }
         Ok(())
     })?;
-    let mut rng = Rng::new(0x0F5);
+    let mut rng = rng(0x0F5);
     let mut bytes = 0u64;
     let mut ops = 0u64;
     let mut m = None;

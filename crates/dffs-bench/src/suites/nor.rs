@@ -19,7 +19,7 @@ use std::io::Write;
 use dffs::Config;
 use dffs_sim::SharedSim;
 
-use crate::content::{Content, Rng};
+use crate::content::{rng, Content, Rng};
 use crate::devices::{describe, device_preset, new_device, raw_read, raw_write, round, Measure};
 use crate::dffs_fs::DffsDriver;
 use crate::fsapi::{Driver, End, FsError, FsResult, OpenMode, Session};
@@ -550,7 +550,7 @@ fn sweep(opts: &Options, d: &mut dyn Driver, sz: &Sizes) -> Vec<Row> {
         data: Vec::new(),
         key: 0,
     };
-    let mut rng = Rng::new(0x2002);
+    let mut rng = rng(0x2002);
     let cap = sim.lock().preset().geometry.capacity();
     let free = cap.saturating_sub(sz.file);
     if let Err(e) = d.format() {
@@ -693,7 +693,7 @@ fn fill_level(d: &mut dyn Driver, sz: &Sizes, fill: u32) -> Row {
         data: Vec::new(),
         key: 0,
     };
-    let mut rng = Rng::new(0x2002 + fill as u64);
+    let mut rng = rng(0x2002 + fill as u64);
     let mut out: Option<Row> = None;
     let res = d.format().and_then(|()| {
         d.session(End::Unmount, &mut |s| {
@@ -770,7 +770,7 @@ fn smallest_ram(d: &mut DffsDriver, sz: &Sizes) -> FsResult<(usize, usize)> {
         fill_file(s, &mut model, sz.file / 4)?;
         Ok(())
     })?;
-    let mut rng = Rng::new(7);
+    let mut rng = rng(7);
     let rep = d.session(End::Unmount, &mut |s| {
         let mut pos = 0;
         writes(

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::content::{Content, Pattern, Rng};
+use crate::content::{rng, Content, Pattern};
 
 /// Where a file's bytes come from.
 #[derive(Clone, Debug)]
@@ -104,7 +104,7 @@ struct BaseFile {
 
 /// The base tree: directories (relative, parents first) and files in a fixed shuffled order.
 fn base(seed: u64) -> (Vec<String>, Vec<BaseFile>) {
-    let mut rng = Rng::new(seed);
+    let mut rng = rng(seed);
     let mut dirs: Vec<(String, Kind)> = Vec::new();
     dirs.push(("usr".to_string(), Kind::Script));
     for (t, k) in TOPS {
