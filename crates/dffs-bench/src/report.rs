@@ -188,6 +188,24 @@ fn short(e: &str) -> String {
     }
 }
 
+/// One table per `(metric, label, higher is better)` column, each titled `title`.
+pub fn tables_of(
+    out: &mut dyn Write,
+    rep: &SuiteReport,
+    title: &str,
+    columns: &[(&'static str, &'static str, bool)],
+) -> std::io::Result<()> {
+    for &(metric, label, higher_is_better) in columns {
+        let col = Column {
+            metric,
+            label,
+            higher_is_better,
+        };
+        table(out, rep, title, col, &[])?;
+    }
+    Ok(())
+}
+
 /// Writes a table of `col` for every (case, params) in `rep`: DFFS, littlefs, their ratio
 /// (how many times better DFFS is, in the column's direction) and raw when there is a raw row.
 /// Rows are matched on their params, leaving out the keys in `ignore` (e.g. the file-system

@@ -1,8 +1,9 @@
-//! Reproductions of DFFS library bugs found while building the CLI, each ignored until the
-//! library is fixed (run them with `cargo test -p dffs-cli --test library_bugs -- --ignored`).
-//! They call the library directly, on a simulated device, to stay minimal. One more lives in
-//! `corrupt.rs` (`a_destroyed_inode_is_an_error_not_a_missing_file`), next to the image
-//! helpers it needs.
+//! Reproductions of library bugs found from the front ends (CLI, bench), kept next to the
+//! library they test. A reproduction of a bug that is not fixed yet is ignored with the bug in
+//! its reason (run those with `cargo test -p dffs --test regressions -- --ignored`). They call
+//! the library directly, on a simulated device, to stay minimal. Bugs that show only through a
+//! front end stay with it: `dffs-cli/tests/corrupt.rs` (`cat` of a destroyed inode) and
+//! `dffs-bench/tests/dffs_bugs.rs` (through the bench's file-system driver).
 
 use dffs::{Config, FormatOptions, Fs, OpenFlags, ROOT_INO};
 use dffs_sim::{preset, SimFlash};

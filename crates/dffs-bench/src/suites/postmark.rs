@@ -19,11 +19,11 @@ use std::io::Write;
 
 use dffs_sim::SharedSim;
 
-use crate::content::{Content, Rng};
+use crate::content::{rng, Content};
 use crate::devices::{describe, device_preset, new_device, round, Measure, Meter};
 use crate::dffs_fs::{DffsDriver, SplitFlash};
 use crate::fsapi::{verify_file, Driver, End, FsResult, OpenMode, Session};
-use crate::report::{table, Column, Row, SuiteReport};
+use crate::report::{tables_of, Row, SuiteReport};
 use crate::suites::progress;
 use crate::{littlefs, Options, Scale};
 
@@ -158,7 +158,7 @@ fn one(
     row: &mut Row,
 ) -> FsResult<()> {
     d.format()?;
-    let mut rng = Rng::new(0x003);
+    let mut rng = rng(0x003);
     let mut next = 0u64;
     let mut live: Vec<(String, u64)> = Vec::new();
     let content = |id: u64| Content::random(0x9000_0000 + id);
@@ -259,24 +259,16 @@ fn one(
 
 /// The suite's tables.
 pub fn tables(out: &mut dyn Write, rep: &SuiteReport) -> std::io::Result<()> {
-    for (metric, label, hib) in [
-        ("tps", "transactions per second", true),
-        ("total_us", "all three phases, µs", false),
-        ("data_us", "data writes, µs", false),
-        ("meta_us", "metadata, µs", false),
-        ("gc_us", "garbage collection, µs", false),
-    ] {
-        table(
-            out,
-            rep,
-            "postmark",
-            Column {
-                metric,
-                label,
-                higher_is_better: hib,
-            },
-            &[],
-        )?;
-    }
-    Ok(())
+    tables_of(
+        out,
+        rep,
+        "postmark",
+        &[
+            ("tps", "transactions per second", true),
+            ("total_us", "all three phases, µs", false),
+            ("data_us", "data writes, µs", false),
+            ("meta_us", "metadata, µs", false),
+            ("gc_us", "garbage collection, µs", false),
+        ],
+    )
 }

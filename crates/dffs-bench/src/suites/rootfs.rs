@@ -17,7 +17,7 @@ use dffs_sim::{Preset, SharedSim};
 
 use crate::devices::{describe, device_preset, round, Measure, Meter};
 use crate::fsapi::{join, Driver, End, FsError, FsResult, OpenMode, Session};
-use crate::report::{table, Column, Row, SuiteReport};
+use crate::report::{tables_of, Row, SuiteReport};
 use crate::suites::pair_and_compressed;
 use crate::suites::progress;
 use crate::suites::tree::{self, Source, Tree};
@@ -414,26 +414,18 @@ fn remove_tree(
 
 /// The suite's tables.
 pub fn tables(out: &mut dyn Write, rep: &SuiteReport) -> std::io::Result<()> {
-    for (metric, label, hib) in [
-        ("write_us", "write + sync, µs", false),
-        ("mount_us", "mount, µs", false),
-        ("scan_us", "scan (readdir + stat), µs", false),
-        ("read_us", "read every file, µs", false),
-        ("remove_us", "remove everything, µs", false),
-        ("used_kib", "df used, KiB", false),
-        ("data_pct", "file data held, % of partition", true),
-    ] {
-        table(
-            out,
-            rep,
-            "rootfs",
-            Column {
-                metric,
-                label,
-                higher_is_better: hib,
-            },
-            &[],
-        )?;
-    }
-    Ok(())
+    tables_of(
+        out,
+        rep,
+        "rootfs",
+        &[
+            ("write_us", "write + sync, µs", false),
+            ("mount_us", "mount, µs", false),
+            ("scan_us", "scan (readdir + stat), µs", false),
+            ("read_us", "read every file, µs", false),
+            ("remove_us", "remove everything, µs", false),
+            ("used_kib", "df used, KiB", false),
+            ("data_pct", "file data held, % of partition", true),
+        ],
+    )
 }

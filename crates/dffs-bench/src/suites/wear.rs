@@ -16,7 +16,7 @@ use crate::devices::{describe, device_preset, round, Meter};
 use crate::fsapi::{
     verify_file, write_file, write_file_durable, Driver, End, FsError, FsResult, OpenMode,
 };
-use crate::report::{table, Column, Row, SuiteReport};
+use crate::report::{tables_of, Row, SuiteReport};
 use crate::suites::{pair, progress};
 use crate::{Options, Scale};
 
@@ -158,26 +158,18 @@ fn one(d: &mut dyn Driver, p: &Params, row: &mut Row) -> FsResult<()> {
 
 /// The suite's tables.
 pub fn tables(out: &mut dyn Write, rep: &SuiteReport) -> std::io::Result<()> {
-    for (metric, label, hib) in [
-        ("ec_min", "erase count, min", true),
-        ("ec_mean", "erase count, mean", false),
-        ("ec_max", "erase count, max", false),
-        ("ec_stddev", "erase count, standard deviation", false),
-        ("ec_max_over_mean_pct", "max above mean, %", false),
-        ("write_amp", "write amplification", false),
-        ("mib_s", "rewrite speed, MiB/s", true),
-    ] {
-        table(
-            out,
-            rep,
-            "wear",
-            Column {
-                metric,
-                label,
-                higher_is_better: hib,
-            },
-            &[],
-        )?;
-    }
-    Ok(())
+    tables_of(
+        out,
+        rep,
+        "wear",
+        &[
+            ("ec_min", "erase count, min", true),
+            ("ec_mean", "erase count, mean", false),
+            ("ec_max", "erase count, max", false),
+            ("ec_stddev", "erase count, standard deviation", false),
+            ("ec_max_over_mean_pct", "max above mean, %", false),
+            ("write_amp", "write amplification", false),
+            ("mib_s", "rewrite speed, MiB/s", true),
+        ],
+    )
 }

@@ -11,7 +11,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
-use dffs::FileKind;
 
 use super::image::{base_of, fs_path, Access, RawArgs, Session};
 use super::{localfs, CliError};
@@ -33,10 +32,7 @@ pub struct Args {
 pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let mut s = Session::open(&args.image, Access::ReadOnly, &args.raw)?;
     let path = fs_path(args.path.as_os_str());
-    let st = s.resolve_follow(&path)?;
-    if st.kind == FileKind::Dir {
-        return Err(s.err(&path, dffs::Error::IsDir));
-    }
+    let st = s.resolve_file(&path)?;
     if args.local.as_os_str() == "-" {
         s.read_file(st.ino, &path, &mut |piece| Ok(out.write_all(piece)?))?;
         s.finish()?;

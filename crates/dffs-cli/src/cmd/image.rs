@@ -378,6 +378,16 @@ impl Session {
         self.follow(path).map_err(|e| self.err(path, e))
     }
 
+    /// Resolves `path` with symlinks followed to something that is not a directory
+    /// (`EISDIR` otherwise): what `cat` and `get` read.
+    pub fn resolve_file(&mut self, path: &[u8]) -> Result<Stat, CliError> {
+        let st = self.resolve_follow(path)?;
+        if st.kind == dffs::FileKind::Dir {
+            return Err(self.err(path, dffs::Error::IsDir));
+        }
+        Ok(st)
+    }
+
     /// Resolves `path` with symlinks followed; `None` if nothing is there (a missing last
     /// component or a dangling symlink), errors for anything else (a missing parent included).
     pub fn lookup_follow(&mut self, path: &[u8]) -> Result<Option<Stat>, CliError> {

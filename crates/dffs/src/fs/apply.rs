@@ -327,7 +327,7 @@ impl<F: Flash> Fs<F> {
     }
 
     /// Applies a `Commit` record: the file's committed content becomes the new one.
-    pub(crate) fn apply_commit(&mut self, rec: &Record) -> Result<()> {
+    fn apply_commit(&mut self, rec: &Record) -> Result<()> {
         let Record::Commit {
             ino,
             size,
@@ -345,12 +345,7 @@ impl<F: Flash> Fs<F> {
         let ino = *ino;
         let p = self.store.p();
         let stride = p.stride();
-        let orphan = self
-            .open
-            .files
-            .get(&ino)
-            .map(|o| o.orphan.is_some())
-            .unwrap_or(false);
+        let orphan = self.open.is_orphan(ino);
         let mut node = if orphan {
             self.open
                 .files

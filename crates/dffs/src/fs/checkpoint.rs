@@ -155,13 +155,7 @@ impl<F: Flash> Fs<F> {
         for ino in dirty {
             self.write_inode(ino)?;
         }
-        let orphan_inos: Vec<Ino> = self
-            .open
-            .files
-            .iter()
-            .filter(|(_, o)| o.orphan.is_some())
-            .map(|(i, _)| *i)
-            .collect();
+        let orphan_inos: Vec<Ino> = self.open.orphans();
         let mut orphans = Vec::new();
         for ino in orphan_inos {
             let a = self.write_orphan_inode(ino)?;

@@ -338,13 +338,7 @@ impl<F: Flash> Fs<F> {
         // Inode numbers beyond what the map can hold are free: a hostile `ino_high` must not
         // turn this into billions of lookups.
         let high = (self.map.high as u64).min(self.map.capacity()) as u32;
-        let orphans: BTreeSet<Ino> = self
-            .open
-            .files
-            .iter()
-            .filter(|(_, o)| o.orphan.is_some())
-            .map(|(i, _)| *i)
-            .collect();
+        let orphans: BTreeSet<Ino> = self.open.orphans().into_iter().collect();
         for ino in 1..high {
             match self.map.get(&mut self.store, ino) {
                 Ok(MapEntry::Free) => {}

@@ -85,6 +85,37 @@ struct OpenFiles {
     handles: Vec<Option<Handle>>,
 }
 
+impl OpenFiles {
+    /// Open inodes that match `f`, by number.
+    fn inos_where(&self, f: impl Fn(&OpenInode) -> bool) -> Vec<Ino> {
+        self.files
+            .iter()
+            .filter(|(_, o)| f(o))
+            .map(|(i, _)| *i)
+            .collect()
+    }
+
+    /// Whether `ino` is open with uncommitted changes.
+    fn has_overlay(&self, ino: Ino) -> bool {
+        self.files.get(&ino).is_some_and(|o| o.overlay.is_some())
+    }
+
+    /// Whether `ino` is open and has lost its last name.
+    fn is_orphan(&self, ino: Ino) -> bool {
+        self.files.get(&ino).is_some_and(|o| o.orphan.is_some())
+    }
+
+    /// Open inodes with uncommitted changes.
+    fn with_overlay(&self) -> Vec<Ino> {
+        self.inos_where(|o| o.overlay.is_some())
+    }
+
+    /// Open inodes that lost their last name (orphans, freed at their last close).
+    fn orphans(&self) -> Vec<Ino> {
+        self.inos_where(|o| o.orphan.is_some())
+    }
+}
+
 /// Transaction ids: the next to hand out and the one open, if any.
 struct Txn {
     next: Tid,

@@ -17,13 +17,7 @@ impl<F: Flash> Fs<F> {
     /// Commits the uncommitted changes of `ino` as one journal record (or, for very large
     /// updates, as a transaction of several).
     pub(crate) fn commit_ino(&mut self, ino: Ino) -> Result<()> {
-        if !self
-            .open
-            .files
-            .get(&ino)
-            .map(|o| o.overlay.is_some())
-            .unwrap_or(false)
-        {
+        if !self.open.has_overlay(ino) {
             return Ok(());
         }
         self.flush_blocks(ino)?;
@@ -56,28 +50,16 @@ impl<F: Flash> Fs<F> {
                 *map = Some(m);
                 *trunc_to = None;
             }
-            if self
-                .open
-                .files
-                .get(&ino)
-                .map(|o| o.orphan.is_some())
-                .unwrap_or(false)
-            {
-                return self.apply_commit(&rec);
+            if self.open.is_orphan(ino) {
+                return self.apply(&rec);
             }
             self.journal(&rec)?;
             return self.apply(&rec);
         }
         // An unlinked file's changes never need to survive a power cut.
-        if self
-            .open
-            .files
-            .get(&ino)
-            .map(|o| o.orphan.is_some())
-            .unwrap_or(false)
-        {
+        if self.open.is_orphan(ino) {
             let rec = self.commit_record(0, ino, &ov, ov.extents.clone());
-            return self.apply_commit(&rec);
+            return self.apply(&rec);
         }
         let per = max_commit_extents(
             self.store
@@ -162,13 +144,7 @@ impl<F: Flash> Fs<F> {
             if fs.cfg.read_only {
                 return Ok(());
             }
-            let inos: Vec<Ino> = fs
-                .open
-                .files
-                .iter()
-                .filter(|(_, o)| o.overlay.is_some())
-                .map(|(i, _)| *i)
-                .collect();
+            let inos: Vec<Ino> = fs.open.with_overlay();
             for ino in inos {
                 fs.commit_ino(ino)?;
             }
@@ -200,13 +176,7 @@ impl<F: Flash> Fs<F> {
     pub fn commit_transaction(&mut self) -> Result<()> {
         self.guard(|fs| {
             let tid = fs.txn.open.ok_or(Error::Invalid)?;
-            let inos: Vec<Ino> = fs
-                .open
-                .files
-                .iter()
-                .filter(|(_, o)| o.overlay.is_some())
-                .map(|(i, _)| *i)
-                .collect();
+            let inos: Vec<Ino> = fs.open.with_overlay();
             for ino in inos {
                 fs.commit_ino(ino)?;
             }

@@ -37,12 +37,7 @@ pub struct Overlay {
 impl<F: Flash> Fs<F> {
     /// The overlay of open inode `ino`, created from the committed state if needed.
     pub(crate) fn overlay(&mut self, ino: Ino) -> Result<&mut Overlay> {
-        let has = self
-            .open
-            .files
-            .get(&ino)
-            .map(|o| o.overlay.is_some())
-            .unwrap_or(false);
+        let has = self.open.has_overlay(ino);
         if !has {
             let node = self.committed(ino)?;
             let ov = Overlay {

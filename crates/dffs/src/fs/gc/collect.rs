@@ -404,12 +404,7 @@ impl<F: Flash> Fs<F> {
                         return Ok(());
                     }
                 }
-                let orphan = self
-                    .open
-                    .files
-                    .get(&ino)
-                    .map(|o| o.orphan.is_some())
-                    .unwrap_or(false);
+                let orphan = self.open.is_orphan(ino);
                 if orphan {
                     let mut node = match self.open.files.get(&ino).and_then(|o| o.orphan.clone()) {
                         Some(n) => n,
