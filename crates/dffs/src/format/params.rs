@@ -375,6 +375,13 @@ impl Params {
         }
     }
 
+    /// NOR: bytes from a data node's header to its first slot: the node (header and its
+    /// 16-byte body of first block, count, payload length, reserved) padded to the address
+    /// unit, so every slot is addressable on devices whose write unit is 16 or 32 bytes.
+    pub const fn data_header(&self) -> u32 {
+        self.align(NODE_HEADER + 16)
+    }
+
     /// Address units between consecutive blocks of one contiguous write (a data slot).
     pub const fn stride(&self) -> u32 {
         self.data_slot() >> self.addr_shift

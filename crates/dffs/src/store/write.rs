@@ -437,7 +437,8 @@ impl<F: Flash> Store<F> {
 
     /// NOR: writes a data node, its header followed by its payload (file blocks in slots,
     /// each with its CRC), contiguous in one block, and credits the payload as live. Returns
-    /// the address of the header; the payload starts [`DATA_HEADER`] bytes later.
+    /// the address of the header; the payload starts `Params::data_header` bytes later (the
+    /// node padded to the address unit).
     pub fn write_data_node(
         &mut self,
         kind: LogKind,
@@ -454,7 +455,7 @@ impl<F: Flash> Store<F> {
             return Err(Error::Invalid);
         }
         let h = self.head_index(kind);
-        let total = self.p.align(DATA_HEADER + payload.len() as u32);
+        let total = self.p.align(self.p.data_header() + payload.len() as u32);
         if total > g.block_size() {
             return Err(Error::Invalid);
         }
@@ -469,6 +470,7 @@ impl<F: Flash> Store<F> {
         if bytes.len() != DATA_HEADER as usize {
             return Err(Error::Invalid);
         }
+        bytes.resize(self.p.data_header() as usize, 0);
         bytes.extend_from_slice(payload);
         let unit = self.p.unit() as usize;
         let padded = bytes.len().div_ceil(unit) * unit;

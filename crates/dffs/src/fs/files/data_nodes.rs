@@ -17,7 +17,7 @@ use dffs_flash::{EccStatus, Flash, FlashKind};
 impl<F: Flash> Fs<F> {
     /// NOR: writes `count` consecutive file blocks from `first` (`data`, whole blocks) as one
     /// data node, each block followed by its CRC, and returns the header address (block `k`
-    /// is at `header + DATA_HEADER + k · data_slot`).
+    /// is at `header + Params::data_header + k · data_slot`).
     pub(crate) fn write_data_node(
         &mut self,
         kind: LogKind,

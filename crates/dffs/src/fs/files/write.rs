@@ -12,7 +12,7 @@ use crate::format::params::{Addr, LogKind};
 use crate::fs::files::handles::Fh;
 use crate::fs::Fs;
 use crate::index::file::{blocks_for, inline_limit, Content};
-use crate::store::{Priority, DATA_HEADER};
+use crate::store::Priority;
 use alloc::vec;
 use alloc::vec::Vec;
 use dffs_flash::{Flash, FlashKind};
@@ -64,7 +64,7 @@ impl<F: Flash> Fs<F> {
         // Room for writing it all back, so a write either happens whole or not at all: the
         // blocks as flush_blocks will write them (each with its data node header on NOR).
         let blocks = need / bs + self.data_cache.dirty_count() as u64;
-        let bytes = blocks * (p.data_slot() as u64 + DATA_HEADER as u64);
+        let bytes = blocks * (p.data_slot() as u64 + p.data_header() as u64);
         self.ensure_blocks(
             bytes.div_ceil(p.geometry.block_size() as u64) as u32,
             Priority::User,
@@ -136,7 +136,7 @@ impl<F: Flash> Fs<F> {
         let p = self.store.p();
         let stride = p.stride();
         let bs = p.data_block as usize;
-        let bytes = dirty.len() as u64 * (p.data_slot() as u64 + DATA_HEADER as u64);
+        let bytes = dirty.len() as u64 * (p.data_slot() as u64 + p.data_header() as u64);
         let blocks = bytes.div_ceil(p.geometry.block_size() as u64) as u32;
         // Admitted when it was written (see `write_ino`): written back at the journal's level.
         if let Err(e) = self.ensure_blocks(blocks, Priority::Log) {
@@ -194,8 +194,8 @@ impl<F: Flash> Fs<F> {
             }
             FlashKind::Nor => {
                 // Contiguous runs become one data node each.
-                let max_run =
-                    ((p.geometry.block_size() - DATA_HEADER) / p.data_slot()).clamp(1, 64) as usize;
+                let max_run = ((p.geometry.block_size() - p.data_header()) / p.data_slot())
+                    .clamp(1, 64) as usize;
                 let mut i = 0;
                 while i < dirty.len() {
                     let mut j = i + 1;
@@ -216,7 +216,7 @@ impl<F: Flash> Fs<F> {
                         &payload,
                         Priority::Log,
                     )?;
-                    written.push((first, count, Addr(a.0 + (DATA_HEADER >> p.addr_shift))));
+                    written.push((first, count, Addr(a.0 + (p.data_header() >> p.addr_shift))));
                     i = j;
                 }
             }

@@ -11,7 +11,7 @@ use crate::format::compress;
 use crate::format::node::{self};
 use crate::format::params::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
 use crate::fs::Fs;
-use crate::store::{Priority, DATA_HEADER};
+use crate::store::Priority;
 use alloc::vec;
 use alloc::vec::Vec;
 use dffs_flash::{Flash, FlashKind};
@@ -23,7 +23,7 @@ pub(crate) fn data_node_span(p: &crate::format::params::Params, bytes: &[u8]) ->
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .unwrap_or(0);
     p.align(
-        DATA_HEADER
+        p.data_header()
             .saturating_add(plen)
             .min(p.geometry.block_size()),
     )
@@ -241,7 +241,7 @@ impl<F: Flash> Fs<F> {
                                     blk,
                                     Priority::Log,
                                 )?;
-                                Addr(hdr.0 + (DATA_HEADER >> p.addr_shift))
+                                Addr(hdr.0 + (p.data_header() >> p.addr_shift))
                             }
                         };
                         ptrs.push(na);
@@ -275,11 +275,11 @@ impl<F: Flash> Fs<F> {
             || plen != count.saturating_mul(slot)
             || first.checked_add(count).is_none()
         {
-            return Ok(p.align(DATA_HEADER));
+            return Ok(p.data_header());
         }
         let total = data_node_span(&p, bytes);
         let stride = p.stride();
-        let payload_addr = Addr(a.0 + (DATA_HEADER >> p.addr_shift));
+        let payload_addr = Addr(a.0 + (p.data_header() >> p.addr_shift));
         // Liveness of every block, then the live ones read and checked.
         let mut good: Vec<(u32, bool, bool, Vec<u8>)> = Vec::new();
         let mut buf = vec![0u8; bs + DATA_CRC_LEN as usize];
@@ -317,7 +317,7 @@ impl<F: Flash> Fs<F> {
             }
             let na =
                 self.write_data_node(LogKind::DataCold, ino, first + k0, n, &data, Priority::Log)?;
-            let new_payload = Addr(na.0 + (DATA_HEADER >> p.addr_shift));
+            let new_payload = Addr(na.0 + (p.data_header() >> p.addr_shift));
             self.retarget(ino, first + k0, n, c, o, new_payload)?;
             for g in &good[i..j] {
                 self.kill_data(Addr(payload_addr.0 + g.0 * stride));

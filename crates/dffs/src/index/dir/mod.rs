@@ -15,6 +15,7 @@ pub(crate) mod page;
 mod pages;
 pub(crate) mod slots;
 
+use alloc::vec;
 use alloc::vec::Vec;
 
 use page::{bucket_capacity, BucketPage, SPLIT_LOAD_16THS};

@@ -13,6 +13,7 @@
 //! Owns these layouts (every page is `dir_page` bytes, zero filled) and what a decoder must
 //! reject. It must never touch flash or the cache.
 
+use alloc::vec;
 use alloc::vec::Vec;
 
 use super::slots::{count_used, decode_slots, encode_slots, Slot};

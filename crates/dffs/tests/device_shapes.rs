@@ -1,0 +1,253 @@
+//! Device shapes the format must serve or refuse cleanly, and NOR data integrity:
+//!
+//! - NAND with fewer free OOB bytes than the data-page tag needs is refused at format with
+//!   `NotSupported` (it used to format, write and sync, then fail every read after a remount);
+//! - `embedded-storage` NOR drivers with 16- and 32-byte write units work through
+//!   `NorFlashDevice` (they used to fail format with a bare `Io`): a strict mock driver refuses
+//!   unaligned writes and writes that would set a bit;
+//! - a bit of NOR file data that changes on flash is an error on read and in fsck, never
+//!   silently wrong data (NOR data CRCs used to be unchecked).
+
+use dffs::{Config, Error, FormatOptions, Fs, NorFlashDevice, OpenFlags, ROOT_INO};
+use dffs_testkit::ram_flash::{nand_geometry, nor_geometry, RamFlash};
+use embedded_storage::nor_flash::{
+    ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
+};
+
+fn put<F: dffs::Flash>(fs: &mut Fs<F>, name: &str, data: &[u8]) {
+    let st = fs.create(ROOT_INO, name.as_bytes(), 0o644, 0, 0).unwrap();
+    let fh = fs.open(st.ino, OpenFlags::RW).unwrap();
+    assert_eq!(fs.write(fh, 0, data).unwrap(), data.len());
+    fs.fsync(fh).unwrap();
+    fs.close(fh).unwrap();
+}
+
+fn get<F: dffs::Flash>(fs: &mut Fs<F>, name: &str) -> Result<Vec<u8>, Error> {
+    let ino = fs.lookup(ROOT_INO, name.as_bytes())?.ino;
+    let size = fs.stat(ino)?.size as usize;
+    let fh = fs.open(ino, OpenFlags::READ)?;
+    let mut buf = vec![0u8; size];
+    let r = fs.read(fh, 0, &mut buf);
+    fs.close(fh)?;
+    let n = r?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
+        .collect()
+}
+
+#[test]
+fn nand_with_too_few_free_oob_bytes_is_refused_at_format() {
+    for free in [0u32, 4, 8, 12, 16, 19] {
+        let mut geo = nand_geometry(64);
+        geo.oob_free_len = free;
+        let dev = RamFlash::new(geo);
+        match Fs::format(dev, &FormatOptions::default()) {
+            Ok(_) => panic!("{free} free OOB bytes: format succeeded"),
+            Err(e) => assert_eq!(e, Error::NotSupported, "{free} free OOB bytes"),
+        }
+    }
+    // And enough free bytes format, write, remount and read back.
+    let mut geo = nand_geometry(64);
+    geo.oob_free_len = 20;
+    let dev = Fs::format(RamFlash::new(geo), &FormatOptions::default()).unwrap();
+    let mut fs = Fs::mount(dev, Config::smallest()).unwrap();
+    let data = pattern(7, 10_000);
+    put(&mut fs, "f", &data);
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::smallest()).unwrap();
+    assert_eq!(get(&mut fs, "f").unwrap(), data);
+}
+
+/// A strict RAM NOR driver with a `W`-byte write unit and 4 KiB erase sectors.
+struct StrictNor<const W: usize> {
+    mem: Vec<u8>,
+    writes: u64,
+}
+
+#[derive(Debug)]
+struct MockError(NorFlashErrorKind);
+
+impl NorFlashError for MockError {
+    fn kind(&self) -> NorFlashErrorKind {
+        self.0
+    }
+}
+
+impl<const W: usize> ErrorType for StrictNor<W> {
+    type Error = MockError;
+}
+
+impl<const W: usize> ReadNorFlash for StrictNor<W> {
+    const READ_SIZE: usize = 1;
+    fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), MockError> {
+        let o = offset as usize;
+        if o + bytes.len() > self.mem.len() {
+            return Err(MockError(NorFlashErrorKind::OutOfBounds));
+        }
+        bytes.copy_from_slice(&self.mem[o..o + bytes.len()]);
+        Ok(())
+    }
+    fn capacity(&self) -> usize {
+        self.mem.len()
+    }
+}
+
+impl<const W: usize> NorFlash for StrictNor<W> {
+    const WRITE_SIZE: usize = W;
+    const ERASE_SIZE: usize = 4096;
+    fn erase(&mut self, from: u32, to: u32) -> Result<(), MockError> {
+        let (f, t) = (from as usize, to as usize);
+        if f % 4096 != 0 || t % 4096 != 0 {
+            return Err(MockError(NorFlashErrorKind::NotAligned));
+        }
+        if t > self.mem.len() || f > t {
+            return Err(MockError(NorFlashErrorKind::OutOfBounds));
+        }
+        self.mem[f..t].fill(0xFF);
+        Ok(())
+    }
+    fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), MockError> {
+        let o = offset as usize;
+        if o % W != 0 || bytes.len() % W != 0 {
+            return Err(MockError(NorFlashErrorKind::NotAligned));
+        }
+        if o + bytes.len() > self.mem.len() {
+            return Err(MockError(NorFlashErrorKind::OutOfBounds));
+        }
+        // A write unit is programmed once between erases (ECC'd NOR): every byte of it must
+        // still be erased.
+        if self.mem[o..o + bytes.len()].iter().any(|&b| b != 0xFF) {
+            return Err(MockError(NorFlashErrorKind::Other));
+        }
+        self.mem[o..o + bytes.len()].copy_from_slice(bytes);
+        self.writes += 1;
+        Ok(())
+    }
+}
+
+fn nor_with_write_unit<const W: usize>() {
+    let drv = StrictNor::<W> {
+        mem: vec![0xFF; 1 << 20],
+        writes: 0,
+    };
+    let dev = NorFlashDevice::new(drv, 256).unwrap();
+    assert_eq!(dev.geometry_unit(), W as u32);
+    let dev = Fs::format(dev, &FormatOptions::default())
+        .unwrap_or_else(|e| panic!("{W}-byte write unit: format: {e:?}"));
+    let mut fs = Fs::mount(dev, Config::smallest()).unwrap();
+    let files: Vec<(String, Vec<u8>)> = (0..12)
+        .map(|i| (format!("f{i}"), pattern(i as u8, 100 + 997 * i)))
+        .collect();
+    for (n, d) in &files {
+        put(&mut fs, n, d);
+    }
+    for (n, d) in &files {
+        assert_eq!(
+            &get(&mut fs, n).unwrap(),
+            d,
+            "{W}-byte unit: {n} before remount"
+        );
+    }
+    // Enough data to fill and collect blocks: overwrite every file a few times.
+    for round in 0..4u8 {
+        for (n, d) in &files {
+            let ino = fs.lookup(ROOT_INO, n.as_bytes()).unwrap().ino;
+            let fh = fs.open(ino, OpenFlags::RW).unwrap();
+            let v: Vec<u8> = d.iter().map(|b| b ^ round ^ 0x5A).collect();
+            fs.write(fh, 0, &v).unwrap();
+            fs.write(fh, 0, d).unwrap();
+            fs.close(fh).unwrap();
+        }
+        fs.gc_step(1000).unwrap();
+    }
+    // Overwrite the middle of one and append to another.
+    let ino = fs.lookup(ROOT_INO, b"f3").unwrap().ino;
+    let fh = fs.open(ino, OpenFlags::RW).unwrap();
+    fs.write(fh, 500, &[0x42; 333]).unwrap();
+    fs.close(fh).unwrap();
+    let mut expect = files.clone();
+    expect[3].1[500..833].fill(0x42);
+    let ino = fs.lookup(ROOT_INO, b"f5").unwrap().ino;
+    let fh = fs.open(ino, OpenFlags::RW).unwrap();
+    let end = expect[5].1.len() as u64;
+    fs.write(fh, end, b"tail").unwrap();
+    fs.close(fh).unwrap();
+    expect[5].1.extend_from_slice(b"tail");
+    let dev = fs.unmount().unwrap();
+    let drv = dev.into_inner();
+    assert!(drv.writes > 0);
+    let dev = NorFlashDevice::new(drv, 256).unwrap();
+    let mut fs = Fs::mount(dev, Config::smallest()).unwrap();
+    for (n, d) in &expect {
+        assert_eq!(&get(&mut fs, n).unwrap(), d, "{W}-byte unit: {n}");
+    }
+    assert!(fs.fsck().unwrap().is_clean());
+}
+
+trait Unit {
+    fn geometry_unit(&self) -> u32;
+}
+
+impl<F: NorFlash> Unit for NorFlashDevice<F> {
+    fn geometry_unit(&self) -> u32 {
+        dffs::Flash::geometry(self).program_unit
+    }
+}
+
+#[test]
+fn nor_drivers_with_16_byte_write_units_work() {
+    nor_with_write_unit::<16>();
+}
+
+#[test]
+fn nor_drivers_with_32_byte_write_units_work() {
+    nor_with_write_unit::<32>();
+}
+
+/// Every position where `needle` starts in `hay`.
+fn find_all(hay: &[u8], needle: &[u8]) -> Vec<usize> {
+    hay.windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[test]
+fn a_changed_bit_of_nor_file_data_is_an_error_not_wrong_data() {
+    let geo = nor_geometry(64);
+    let dev = Fs::format(RamFlash::new(geo), &FormatOptions::default()).unwrap();
+    let mut fs = Fs::mount(dev, Config::smallest()).unwrap();
+    let data = pattern(3, 8192);
+    put(&mut fs, "victim", &data);
+    put(&mut fs, "other", &pattern(9, 3000));
+    let mut dev = fs.unmount().unwrap();
+    // The file's bytes are on flash as written (no compression): find a 64-byte run of them and
+    // clear one bit in it, as a NOR cell that lost charge would.
+    let probe = &data[4000..4064];
+    let at = find_all(&dev.data, probe);
+    assert_eq!(at.len(), 1, "the probe is found once on flash");
+    let byte = at[0] + 17;
+    let bit = (0..8).find(|b| dev.data[byte] & (1 << b) != 0).unwrap();
+    dev.data[byte] &= !(1 << bit);
+    let mut fs = Fs::mount(dev, Config::smallest()).unwrap();
+    match get(&mut fs, "victim") {
+        Ok(d) => {
+            assert_ne!(
+                d, data,
+                "the read returned the damaged bytes as if they were good"
+            );
+            panic!("read of a damaged NOR data block succeeded");
+        }
+        Err(e) => assert!(matches!(e, Error::Io | Error::Corrupt), "{e:?}"),
+    }
+    // The other file is intact and fsck reports the damage.
+    assert_eq!(get(&mut fs, "other").unwrap(), pattern(9, 3000));
+    let rep = fs.fsck().unwrap();
+    assert!(!rep.is_clean(), "fsck must report the damaged data block");
+}
