@@ -439,6 +439,12 @@ impl SimFlash {
         Ok(())
     }
 
+    /// Persistent flipped bits injected into `page` (all codewords together; 0 after its block
+    /// was erased).
+    pub fn injected_bitflips(&self, page: u32) -> usize {
+        self.injected.get(&page).map_or(0, Vec::len)
+    }
+
     /// Makes every read of `page` uncorrectable (NAND: one more flipped bit than the ECC
     /// strength in every codeword) until its block is erased. NOR has no ECC: one bit flips
     /// silently.
@@ -615,6 +621,43 @@ impl SimFlash {
         for (m, w) in mask.iter_mut().zip(weak) {
             *m |= w;
         }
+    }
+
+    /// An interrupted or failed program of an upper page of paired-page MLC leaves the cells of
+    /// its word line between levels: the lower page sharing them (which may hold data written
+    /// long before) reads back damaged. Every programmed byte of the lower page has a one in
+    /// four chance of a random subset of its bits turned over; the page is unstable (its ECC
+    /// usually gives up, and retries do not bring the data back). Nothing happens on devices
+    /// without paired pages, to lower pages, or when the lower page is erased.
+    fn damage_paired_lower(&mut self, page: u32) {
+        let g = self.geo;
+        let block = g.block_of(page);
+        let first = g.first_page(block);
+        let Some(lower) = g.pairing.lower_of(page - first) else {
+            return;
+        };
+        let lower = first + lower;
+        if self.pages[lower as usize].is_none() {
+            return;
+        }
+        let mut raw = self.page_raw(lower).to_vec();
+        let mut weak = vec![0u8; raw.len()];
+        // The bad-block marker is not part of the word line's data.
+        let marker = g.page_size as usize..g.page_size as usize + 2;
+        for (i, b) in raw.iter_mut().enumerate() {
+            if marker.contains(&i) || *b == 0xFF || self.rng.below(4) != 0 {
+                continue;
+            }
+            let m = self.rng.byte() | 1;
+            *b ^= m;
+            weak[i] = m;
+        }
+        self.page_mut(lower).copy_from_slice(&raw);
+        let mask = self.weak_mask(lower);
+        for (m, w) in mask.iter_mut().zip(weak) {
+            *m |= w;
+        }
+        self.stats.paired_page_damage += 1;
     }
 
     /// Leaves `block` as an interrupted or failed erase does: each page erased, untouched, or
@@ -930,10 +973,12 @@ impl SimFlash {
         let segments = [(off, data), (oob_at, oob)];
         if cut {
             self.partial_program(page, &segments);
+            self.damage_paired_lower(page);
             return Err(self.lose_power());
         }
         if self.program_fails(block) {
             self.partial_program(page, &segments);
+            self.damage_paired_lower(page);
             return Err(FlashError::ProgramFailed);
         }
         let raw = self.page_mut(page);

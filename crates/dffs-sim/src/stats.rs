@@ -37,6 +37,9 @@ pub struct Stats {
     pub erase_failures: u64,
     /// Power cuts that happened.
     pub power_cuts: u64,
+    /// Lower pages of paired-page MLC damaged by a cut or failed program of their upper page.
+    #[serde(default)]
+    pub paired_page_damage: u64,
 }
 
 impl Stats {
@@ -63,6 +66,9 @@ impl Stats {
                 .saturating_sub(earlier.program_failures),
             erase_failures: self.erase_failures.saturating_sub(earlier.erase_failures),
             power_cuts: self.power_cuts.saturating_sub(earlier.power_cuts),
+            paired_page_damage: self
+                .paired_page_damage
+                .saturating_sub(earlier.paired_page_damage),
         }
     }
 

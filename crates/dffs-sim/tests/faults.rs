@@ -491,3 +491,114 @@ fn shared_handle_steers_the_device_another_owner_uses() {
     let mut boxed: Box<dyn Flash + Send> = Box::new(SharedSim::new(slc()));
     boxed.program(0, 0, &[0u8; 512], &[]).unwrap();
 }
+
+/// Programs pages 0 and 1 of block `b` (the first two lower pages) with `fill`, then cuts
+/// power while page 2 (the upper page sharing page 0's cells) is programmed.
+fn cut_upper_page(sim: &mut SimFlash, b: u32, fill: u8) -> Result<(), FlashError> {
+    let first = b * sim.preset().geometry.pages_per_block;
+    let ps = sim.preset().geometry.page_size as usize;
+    sim.program(first, 0, &vec![fill; ps], &[])?;
+    sim.program(first + 1, 0, &vec![fill; ps], &[])?;
+    sim.cut_power_after(1);
+    sim.program(first + 2, 0, &vec![0x00; ps], &[])
+}
+
+#[test]
+fn mlc_cut_upper_page_program_damages_its_lower_page() {
+    let mut uncorrectable = 0;
+    let mut wrong_but_clean = 0;
+    for seed in 0..20 {
+        let mut sim = SimFlash::with_options(p("nand-mlc-1g"), SimOptions::seeded(seed)).unwrap();
+        let ps = sim.preset().geometry.page_size as usize;
+        assert_eq!(
+            cut_upper_page(&mut sim, 5, 0x5A),
+            Err(FlashError::PowerLoss)
+        );
+        sim.power_up();
+        assert_eq!(sim.stats().paired_page_damage, 1);
+        let first = 5 * sim.preset().geometry.pages_per_block;
+        // Page 0 shares its cells with page 2: damaged, and stays so (not a transient fault).
+        let raw = sim.raw_page(first).unwrap();
+        let changed = raw[..ps].iter().filter(|&&b| b != 0x5A).count();
+        assert!(
+            changed > ps / 8,
+            "seed {seed}: only {changed} bytes of the lower page changed"
+        );
+        assert!(sim.unstable_pages().contains(&first));
+        let mut d = vec![0u8; ps];
+        for _ in 0..4 {
+            match sim.read(first, 0, &mut d, &mut []) {
+                Ok(EccStatus::Uncorrectable) => uncorrectable += 1,
+                Ok(_) => {
+                    assert_ne!(
+                        d,
+                        vec![0x5A; ps],
+                        "seed {seed}: damaged page read back intact"
+                    );
+                    wrong_but_clean += 1;
+                }
+                Err(e) => panic!("seed {seed}: {e:?}"),
+            }
+        }
+        // Page 1 is a lower page of another word line: untouched.
+        let (r, d1, _) = read_page(&mut sim, first + 1);
+        assert_eq!(r, Ok(EccStatus::Clean), "seed {seed}");
+        assert!(d1[..ps].iter().all(|&x| x == 0x5A), "seed {seed}");
+        // Erasing the block heals it.
+        sim.erase(5).unwrap();
+        assert!(!sim.unstable_pages().contains(&first));
+    }
+    assert!(
+        uncorrectable > 0 && wrong_but_clean > 0,
+        "{uncorrectable} {wrong_but_clean}"
+    );
+}
+
+#[test]
+fn mlc_failed_upper_page_program_damages_its_lower_page() {
+    let mut sim = SimFlash::new(p("nand-mlc-1g")).unwrap();
+    let ppb = sim.preset().geometry.pages_per_block;
+    let ps = sim.preset().geometry.page_size as usize;
+    // Lower pages 0, 1 and 3, upper page 2 (pairs with 0), then a failing upper page 4 (pairs
+    // with 1).
+    for i in 0..4 {
+        sim.program(7 * ppb + i, 0, &vec![0x11; ps], &[]).unwrap();
+    }
+    sim.fail_next_program_in(7).unwrap();
+    assert_eq!(
+        sim.program(7 * ppb + 4, 0, &vec![0x00; ps], &[]),
+        Err(FlashError::ProgramFailed)
+    );
+    assert_eq!(sim.stats().paired_page_damage, 1);
+    assert!(sim.raw_page(7 * ppb + 1).unwrap()[..ps]
+        .iter()
+        .any(|&b| b != 0x11));
+    for i in [0, 2, 3] {
+        assert!(sim.raw_page(7 * ppb + i).unwrap()[..ps]
+            .iter()
+            .all(|&b| b == 0x11));
+    }
+}
+
+#[test]
+fn cut_programs_damage_no_other_page_without_pairing() {
+    for name in ["nand-slc-128m", "nor-qspi-16m"] {
+        let mut sim = SimFlash::with_options(p(name), SimOptions::seeded(3)).unwrap();
+        assert_eq!(
+            cut_upper_page(&mut sim, 5, 0x5A),
+            Err(FlashError::PowerLoss)
+        );
+        sim.power_up();
+        let g = sim.preset().geometry;
+        let first = 5 * g.pages_per_block;
+        assert_eq!(sim.stats().paired_page_damage, 0, "{name}");
+        for pg in [first, first + 1] {
+            assert!(
+                sim.raw_page(pg).unwrap()[..g.page_size as usize]
+                    .iter()
+                    .all(|&b| b == 0x5A),
+                "{name} page {pg}"
+            );
+        }
+    }
+}
