@@ -143,13 +143,12 @@ impl<F: Flash> Fs<F> {
         (usable, usable.saturating_sub(live + cached + meta_margin))
     }
 
-    /// Refuses metadata growth when the device is nearly full.
+    /// Refuses metadata growth when the device is nearly full. Any other error of the
+    /// collection or checkpoint this runs (`EIO`, a power cut) is the operation's error, not
+    /// `ENOSPC`.
     pub(crate) fn meta_space(&mut self) -> Result<()> {
         let need = self.store.p().dir_page as u64 * 2;
-        if self.ensure_space(need).is_err() {
-            return Err(Error::NoSpace);
-        }
-        Ok(())
+        self.ensure_space(need)
     }
 
     /// Makes sure `bytes` more can be written, collecting garbage (and checkpointing to free
@@ -241,6 +240,9 @@ impl<F: Flash> Fs<F> {
             panic!("before after_op: {e}");
         }
         self.refresh_floors();
+        // A journal block swapped out by this operation: nothing it wrote is durable before a
+        // checkpoint records the swap.
+        self.checkpoint_for(super::checkpoint::CheckpointNeed::JournalSwapped)?;
         // The operation itself is done: collection and checkpoints that find no room now are
         // tried again by the next operation (which refuses itself if it needs the room).
         match self.gc_background() {

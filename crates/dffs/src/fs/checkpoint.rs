@@ -38,6 +38,9 @@ pub(crate) enum CheckpointNeed {
     GcDirty,
     /// A victim holds items of unknown liveness; a checkpoint rewrites what is dirty.
     SettleVictim,
+    /// A program failure swapped a journal block out: until a checkpoint records the swap,
+    /// recovery would read the old block and miss every record written since.
+    JournalSwapped,
 }
 
 /// What [`Fs::checkpoint_for`] did.
@@ -78,6 +81,7 @@ impl<F: Flash> Fs<F> {
             CheckpointNeed::CopyRoom => (self.checkpoint_pays(), idle),
             CheckpointNeed::GcDirty => (self.dirty_items() > 2 * self.cfg.max_dirty, idle),
             CheckpointNeed::SettleVictim => (true, idle),
+            CheckpointNeed::JournalSwapped => (self.store.journal_swapped(), idle),
         };
         if !needed {
             return Ok(NotNeeded);

@@ -39,9 +39,14 @@ impl<F: Flash> Fs<F> {
         }
     }
 
-    /// Makes the journal durable.
+    /// Makes the journal durable. After a journal block was swapped out for a failed program
+    /// only a checkpoint does (the records since the swap sit where recovery cannot find them
+    /// until the checkpoint's remap table says so); inside a transaction or replay the
+    /// checkpoint comes at the end of the operation ([`Fs::after_op`]).
     pub(crate) fn journal_flush(&mut self) -> Result<()> {
         self.journal.record_remaps(&mut self.store, Priority::Log)?;
-        self.journal.flush(&mut self.store)
+        self.journal.flush(&mut self.store)?;
+        self.checkpoint_for(CheckpointNeed::JournalSwapped)?;
+        Ok(())
     }
 }

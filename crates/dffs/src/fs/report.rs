@@ -191,14 +191,16 @@ impl<F: Flash> Fs<F> {
         }
         let mut out = alloc::string::String::new();
         for (k, (n, live)) in counts {
-            let _ = write!(out, "{k}: {n} blocks, {} KiB live; ", live >> 10);
+            let _ = write!(out, "{k}: {n} blocks, {live} B live; ");
         }
         let _ = write!(
             out,
-            "reserve {} free {} pending {}",
+            "reserve {} free {} pending {} kept {:?} victim {:?}",
             self.store.reserve_blocks(),
             self.store.free_blocks(),
-            self.store.pending_blocks()
+            self.store.pending_blocks(),
+            self.gc.kept,
+            self.gc.victim
         );
         out
     }

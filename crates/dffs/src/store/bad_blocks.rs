@@ -104,6 +104,9 @@ impl<F: Flash> Store<F> {
                 continue;
             }
             let _ = self.medium.flash.mark_bad(old_phys);
+            if self.block(logical).kind() == LogKind::Journal {
+                self.journal_swapped = true;
+            }
             // Swap: logical `logical` → spare_phys; logical `spare` → old_phys (bad).
             let mut remaps: Vec<Remap> = self
                 .remaps

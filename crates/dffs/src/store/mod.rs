@@ -62,6 +62,10 @@ pub(crate) struct Store<F: Flash> {
     remaps: Vec<Remap>,
     /// Swaps not yet recorded in the journal, oldest first.
     new_remaps: Vec<Remap>,
+    /// A journal block was swapped out since the last checkpoint: recovery reads the journal
+    /// before it can replay the swap's record, so only a checkpoint makes the swap (and every
+    /// record after it) reachable.
+    journal_swapped: bool,
     /// Open blocks, indexed by head number.
     heads: Heads,
     /// Next sequence number to hand out.
@@ -97,6 +101,7 @@ impl<F: Flash> Store<F> {
             table: BlockTable::new(g.blocks),
             remaps: Vec::new(),
             new_remaps: Vec::new(),
+            journal_swapped: false,
             heads: Heads::new(),
             seq: 1,
             cp_number: 1,
@@ -382,6 +387,14 @@ impl<F: Flash> Store<F> {
     /// Forgets the swaps not yet journaled (a checkpoint records the whole table).
     pub fn clear_new_remaps(&mut self) {
         self.new_remaps.clear();
+        self.journal_swapped = false;
+    }
+
+    /// Whether a journal block was swapped out since the last checkpoint (see
+    /// [`Store::clear_new_remaps`]): nothing written since may be called durable before a
+    /// checkpoint records the swap.
+    pub fn journal_swapped(&self) -> bool {
+        self.journal_swapped
     }
 
     /// Applies a swap found in the journal: logical `logical` lives on `physical`, and the

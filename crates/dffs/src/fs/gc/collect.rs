@@ -74,10 +74,13 @@ impl<F: Flash> Fs<F> {
                         continue;
                     }
                 }
-                // Leave this victim for later: a block whose collection copies nothing can
-                // be taken meanwhile (the next choice knows there is no room).
-                self.gc.victim = None;
-                break;
+                // Leave this victim for later (a block whose collection copies nothing can be
+                // taken meanwhile: the next choice knows there is no room), unless it was
+                // chosen as the last resort whose copies fit where copies go.
+                if !(self.gc.stretch && self.copy_room_for(victim)) {
+                    self.gc.victim = None;
+                    break;
+                }
             }
             match self.checkpoint_for(CheckpointNeed::GcDirty)? {
                 CheckpointDone::Refused => break,
@@ -131,6 +134,13 @@ impl<F: Flash> Fs<F> {
                 }
                 _ => true,
             };
+        }
+        // A block credited with nothing live holds nothing to protect, whatever could not be
+        // read in it (a block kept at 0 live would never be retried: leaked for good).
+        if self.store.block(victim).state() == BlockState::Used
+            && self.store.block(victim).live == 0
+        {
+            keep = false;
         }
         self.gc.victim = None;
         self.gc.pos = 0;

@@ -44,6 +44,9 @@ pub(crate) struct GcState {
     /// The victim holds an item that could not be read and whose liveness is unknown: its
     /// live-byte count decides (see the module comment).
     pub unknown: bool,
+    /// The victim was chosen because nothing else qualified and its copies fit in the open
+    /// copy block ([`Fs::copy_room_for`]): it is collected without free blocks for copies.
+    pub stretch: bool,
     /// Blocks kept because of unreadable items, with their live bytes then: not chosen again
     /// while nothing in them dies.
     pub kept: Vec<(u32, u32)>,

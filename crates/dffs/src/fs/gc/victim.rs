@@ -76,6 +76,24 @@ impl<F: Flash> Fs<F> {
         self.store.free_blocks() > self.store.log_floor() + 1
     }
 
+    /// Whether collecting block `b` may copy its live data now: there are free blocks for
+    /// copies ([`Fs::copy_room`]), or `b` holds data whose live bytes fit twice over in the
+    /// open block of the head GC copies data to, so no block is allocated. (Without the second
+    /// case a small device whose free blocks are down to the floors says ENOSPC with most of
+    /// its used blocks dead: their copies would fit where copies go.)
+    pub(crate) fn copy_room_for(&self, b: u32) -> bool {
+        if self.copy_room() {
+            return true;
+        }
+        if b >= self.store.block_count() {
+            return false;
+        }
+        let e = self.store.block(b);
+        let page = self.store.p().geometry.page_size as u64;
+        e.kind().is_data()
+            && 2 * e.live as u64 + page <= self.store.head_room(LogKind::DataCold) as u64
+    }
+
     /// Whether collecting a block of log `kind` writes copies at once: data is copied, and so
     /// are index nodes (with the path above them); directory, map and inode nodes are only
     /// marked dirty for the next checkpoint. A block of a head that also takes index nodes
@@ -87,8 +105,9 @@ impl<F: Flash> Fs<F> {
 
     /// Cost-benefit score of collecting block `i` now (higher is better), or `None` when it
     /// does not qualify: not a closed non-journal block, kept, completely live, more than 97%
-    /// live (unless `urgent`), or a data block with live data while there is no room to copy.
-    fn victim_score(&self, i: u32, urgent: bool, room: bool) -> Option<f64> {
+    /// live (unless `urgent`), or a data block with live data while there is no room to copy
+    /// (with `stretch`, room in the open copy block counts: [`Fs::copy_room_for`]).
+    fn victim_score(&self, i: u32, urgent: bool, room: bool, stretch: bool) -> Option<f64> {
         if i >= self.store.block_count() {
             return None;
         }
@@ -96,7 +115,10 @@ impl<F: Flash> Fs<F> {
         if e.state() != BlockState::Used
             || e.kind() == LogKind::Journal
             || self.is_kept(i)
-            || (!room && self.copies_now(e.kind()) && e.live > 0)
+            || (!room
+                && self.copies_now(e.kind())
+                && e.live > 0
+                && !(stretch && self.copy_room_for(i)))
         {
             return None;
         }
@@ -124,18 +146,33 @@ impl<F: Flash> Fs<F> {
 
     /// Cost-benefit choice among closed blocks with dead space. Without room for copies only
     /// blocks whose collection copies nothing now qualify (metadata, whose live nodes the next
-    /// checkpoint rewrites, and data blocks with nothing live).
+    /// checkpoint rewrites, and data blocks with nothing live); only when none qualifies, data
+    /// blocks whose copies fit in the open copy block ([`Fs::copy_room_for`]).
     pub(crate) fn best_victim(&self, urgent: bool) -> Option<u32> {
+        self.best_victim_how(urgent).map(|(b, _)| b)
+    }
+
+    /// [`Fs::best_victim`], and whether the choice needed the open copy block's room.
+    fn best_victim_how(&self, urgent: bool) -> Option<(u32, bool)> {
         let room = self.copy_room();
-        let mut best: Option<(f64, u32)> = None;
-        for i in 0..self.store.block_count() {
-            if let Some(score) = self.victim_score(i, urgent, room) {
-                if best.is_none_or(|(s, _)| score > s) {
-                    best = Some((score, i));
+        let pick = |stretch: bool| {
+            let mut best: Option<(f64, u32)> = None;
+            for i in 0..self.store.block_count() {
+                if let Some(score) = self.victim_score(i, urgent, room, stretch) {
+                    if best.is_none_or(|(s, _)| score > s) {
+                        best = Some((score, i));
+                    }
                 }
             }
-        }
-        best.map(|x| x.1)
+            best.map(|x| x.1)
+        };
+        pick(false).map(|b| (b, false)).or_else(|| {
+            if room {
+                None
+            } else {
+                pick(true).map(|b| (b, true))
+            }
+        })
     }
 
     /// When space is needed now: drops a victim chosen earlier (in the background, by age)
@@ -148,9 +185,9 @@ impl<F: Flash> Fs<F> {
             return;
         }
         let room = self.copy_room();
-        let cur = self.victim_score(v, true, room).unwrap_or(0.0);
+        let cur = self.victim_score(v, true, room, true).unwrap_or(0.0);
         if let Some(b) = self.best_victim(true) {
-            let best = self.victim_score(b, true, room).unwrap_or(0.0);
+            let best = self.victim_score(b, true, room, true).unwrap_or(0.0);
             if b != v && best > 2.0 * cur {
                 self.gc.victim = None;
             }
@@ -175,6 +212,7 @@ impl<F: Flash> Fs<F> {
         self.gc.carry = 0;
         self.gc.unreadable = false;
         self.gc.unknown = false;
+        self.gc.stretch = false;
     }
 
     /// Chooses the next victim (scrub, wear leveling, then cost-benefit). False if none.
@@ -206,9 +244,10 @@ impl<F: Flash> Fs<F> {
                 return true;
             }
         }
-        match self.best_victim(urgent) {
-            Some(b) => {
+        match self.best_victim_how(urgent) {
+            Some((b, stretch)) => {
                 self.start_victim(b);
+                self.gc.stretch = stretch;
                 true
             }
             None => false,
