@@ -149,6 +149,21 @@ impl Model {
             .sum()
     }
 
+    /// Bytes of file content a file system must store: each file once, however many names it
+    /// has. What an ENOSPC is measured against.
+    pub fn stored_bytes(&self) -> u64 {
+        let mut seen = BTreeSet::new();
+        self.nodes
+            .iter()
+            .map(|(p, n)| match n {
+                Node::File(d) if self.files.get(p).is_none_or(|id| seen.insert(*id)) => {
+                    d.len() as u64
+                }
+                _ => 0,
+            })
+            .sum()
+    }
+
     /// Result of creating a file or directory at `path`.
     pub fn create(&mut self, path: &str, node: Node) -> Result<(), Error> {
         let (dir, _) = split(path);

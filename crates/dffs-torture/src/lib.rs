@@ -102,6 +102,62 @@ pub struct Options {
     /// Compression the device is formatted with (`dffs::format::compress::NONE`, `LZ4`, `DEFLATE`);
     /// with compression on, written data is about half compressible.
     pub compression: u8,
+    /// Device faults during the workload, the recovery and after it.
+    pub faults: Faults,
+}
+
+/// Device faults a torture run turns on. With faults, every guarantee must still hold: a
+/// file system may retry a read, move data off a weak page and retire a failing block, but it
+/// must lose nothing that was synced and never fail an operation the model allows (ENOSPC aside,
+/// which is bounded on its own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Faults {
+    /// Transient bit flips per bit read (NAND: corrected by the ECC, or, on a page already at
+    /// the ECC's limit, uncorrectable for that one read).
+    pub bitflip_rate: f64,
+    /// Every this many workload steps, one programmed page gets stuck bit flips: as many in
+    /// every ECC codeword as the ECC corrects, so the page reads corrected and any transient
+    /// flip on top makes that read uncorrectable (NAND only; 0: none).
+    pub stuck_every: u32,
+    /// Probability that a program fails (the block goes bad; the page is left partial).
+    pub program_fail_rate: f64,
+    /// Probability that an erase fails (the block goes bad).
+    pub erase_fail_rate: f64,
+}
+
+impl Faults {
+    /// No faults.
+    pub const NONE: Faults = Faults {
+        bitflip_rate: 0.0,
+        stuck_every: 0,
+        program_fail_rate: 0.0,
+        erase_fail_rate: 0.0,
+    };
+
+    /// The standard mix for a device kind: NAND gets transient flips (3e-6 per bit, the rate
+    /// the read-error bug was found at), stuck flips at the ECC limit every 5 steps and failing
+    /// programs and erases; NOR (no ECC: a flipped bit is lost data no file system can
+    /// restore) gets failing programs and erases only.
+    pub fn standard(kind: dffs::FlashKind) -> Faults {
+        match kind {
+            dffs::FlashKind::Nand => Faults {
+                bitflip_rate: 3e-6,
+                stuck_every: 5,
+                program_fail_rate: 2e-4,
+                erase_fail_rate: 2e-3,
+            },
+            dffs::FlashKind::Nor => Faults {
+                program_fail_rate: 2e-4,
+                erase_fail_rate: 2e-3,
+                ..Faults::NONE
+            },
+        }
+    }
+
+    /// Whether any fault is on.
+    pub fn any(&self) -> bool {
+        *self != Faults::NONE
+    }
 }
 
 /// One cut after which a guarantee did not hold.
@@ -131,7 +187,51 @@ pub struct Report {
     pub commits: u64,
     /// Operations refused with ENOSPC in the uncut run.
     pub nospace: u64,
+    /// The least the file system held when it said ENOSPC (uncut run, and every run after a
+    /// cut): stored file bytes over the room for files (good blocks less [`FIXED_BLOCKS`]). A
+    /// workload that hits ENOSPC below [`NOSPACE_FLOOR`] fails.
+    pub nospace_min_fill: Option<f64>,
+    /// Faults the uncut run met (device counters).
+    pub faults: FaultCounts,
+    /// Faults all runs met up to their cut, the uncut run included (device counters; stuck
+    /// pages of the uncut run only).
+    pub faults_all_runs: FaultCounts,
+    /// Cuts after which a second cut landed while the file system recovered from the first,
+    /// took its first checkpoint or ran the workload on after it.
+    pub second_cuts: u64,
+    /// Cut runs in which a cut upper-page program damaged its lower page (paired-page MLC).
+    pub paired_page_damage: u64,
 }
+
+/// What faults a run met.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct FaultCounts {
+    /// Reads the ECC corrected.
+    pub corrected_reads: u64,
+    /// Reads the ECC could not correct.
+    pub uncorrectable_reads: u64,
+    /// Programs that failed.
+    pub program_failures: u64,
+    /// Erases that failed.
+    pub erase_failures: u64,
+    /// Pages given stuck bit flips.
+    pub stuck_pages: u64,
+}
+
+/// ENOSPC with less than this share of the room for files in file content is a failure. The
+/// room for files is the good blocks less [`FIXED_BLOCKS`]; on the tiny devices torture runs on
+/// (16-32 blocks) the file system says ENOSPC at 88-100% of it (`DFFS_NOSPACE_DEBUG=1` prints
+/// each ENOSPC with the file system's block summary).
+pub const NOSPACE_FLOOR: f64 = 0.5;
+
+/// Blocks the format keeps whatever the device size: two anchors, five log heads, two journal
+/// blocks and a five-block reserve. (Reserves that scale with the device are the block layer's
+/// next step; this allowance then shrinks.)
+pub const FIXED_BLOCKS: u64 = 14;
+
+/// Operations the workload runs on in the session that recovered from a cut, before the tree
+/// is compared with the model again after a clean remount.
+pub const STEPS_AFTER_RECOVERY: usize = 6;
 
 /// The workload generator for `seed` (salted, so torture seeds draw other sequences than
 /// the same seeds elsewhere).
@@ -201,9 +301,38 @@ struct Exec {
     log_archives: Vec<u64>,
     max_file: u64,
     compressible: bool,
+    /// Least fill at an ENOSPC so far.
+    fill_min: Option<f64>,
 }
 
 impl Exec {
+    /// A session running the workload on `fs`, which holds `model`.
+    fn new(fs: Fs<SimFlash>, model: Model, rng: Rng, opts: &Options) -> Exec {
+        // The log workload's archives, as the tree has them.
+        let mut log_archives: Vec<u64> = model
+            .nodes
+            .keys()
+            .filter_map(|k| k.strip_prefix("/log/archive.")?.parse().ok())
+            .collect();
+        log_archives.sort_unstable();
+        let dev_bytes = opts.preset.geometry.capacity();
+        Exec {
+            fs: Some(fs),
+            dev: None,
+            cfg: opts.config,
+            cands: vec![model.clone()],
+            model,
+            rng,
+            commits: 0,
+            nospace: 0,
+            log_n: log_archives.last().map_or(0, |n| n + 1),
+            log_archives,
+            max_file: (dev_bytes / 16).clamp(4096, 256 * 1024),
+            compressible: opts.compression != dffs::format::compress::NONE,
+            fill_min: None,
+        }
+    }
+
     fn fs(&mut self) -> &mut Fs<SimFlash> {
         self.fs.as_mut().expect("file system mounted")
     }
@@ -240,7 +369,7 @@ impl Exec {
                 Ok(true)
             }
             (Err(Error::NoSpace), Ok(())) => {
-                self.nospace += 1;
+                self.on_nospace(None)?;
                 Ok(false)
             }
             (Err(g), Err(w)) if g == w => Ok(false),
@@ -248,6 +377,38 @@ impl Exec {
                 "{what}: file system says {g:?}, model says {w:?}"
             ))),
         }
+    }
+
+    /// Counts an ENOSPC and checks it was not said too early: the file system then held at
+    /// least [`NOSPACE_FLOOR`] of the room for files in file content (`pending`: the model
+    /// with the refused write's earlier chunks, which the file system holds too).
+    fn on_nospace(&mut self, pending: Option<&Model>) -> Result<(), Stop> {
+        self.nospace += 1;
+        let held = pending
+            .map_or(0, Model::stored_bytes)
+            .max(self.model.stored_bytes());
+        let dev = self.fs().flash();
+        let g = dev.preset().geometry;
+        let bad = dev.factory_bad_blocks().len() + dev.grown_bad_blocks().len();
+        let room =
+            (g.blocks as u64).saturating_sub(bad as u64 + FIXED_BLOCKS) * g.block_size() as u64;
+        let fill = held as f64 / room.max(1) as f64;
+        self.fill_min = Some(self.fill_min.map_or(fill, |m: f64| m.min(fill)));
+        if std::env::var_os("DFFS_NOSPACE_DEBUG").is_some() {
+            let fs = self.fs();
+            let st = fs.statfs();
+            eprintln!(
+                "ENOSPC fill {fill:.3}: statfs {st:?}; {}",
+                fs.debug_block_summary()
+            );
+        }
+        if fill < NOSPACE_FLOOR {
+            return Err(Stop::Fatal(format!(
+                "ENOSPC with {held} bytes stored, {:.1}% of the {room} bytes of room for files",
+                fill * 100.0
+            )));
+        }
+        Ok(())
     }
 
     fn ino(&mut self, path: &str) -> Result<u32, Stop> {
@@ -338,7 +499,7 @@ impl Exec {
                 Ok(n) => return Err(Stop::Fatal(format!("write {path}: short write {n}"))),
                 Err(Error::PowerLoss) => return Err(Stop::PowerLoss(Some(after))),
                 Err(Error::NoSpace) => {
-                    self.nospace += 1;
+                    self.on_nospace(Some(&staged))?;
                     failed = true;
                     break;
                 }
@@ -366,7 +527,7 @@ impl Exec {
                 }
                 Err(Error::PowerLoss) => return Err(Stop::PowerLoss(Some(staged))),
                 Err(Error::NoSpace) => {
-                    self.nospace += 1;
+                    self.on_nospace(Some(&staged))?;
                 }
                 Err(e) => return Err(Stop::Fatal(format!("fsync {path}: {e:?}"))),
             }
@@ -382,7 +543,7 @@ impl Exec {
             Err(Error::PowerLoss) => Err(Stop::PowerLoss(Some(staged))),
             Err(Error::NoSpace) => {
                 // The update could not be committed: the file keeps its committed content.
-                self.nospace += 1;
+                self.on_nospace(Some(&staged))?;
                 Ok(())
             }
             Err(e) => Err(Stop::Fatal(format!("close {path}: {e:?}"))),
@@ -557,7 +718,7 @@ impl Exec {
             Ok(()) => self.durable(),
             Err(Error::PowerLoss) => return Err(Stop::PowerLoss(None)),
             Err(Error::NoSpace) => {
-                self.nospace += 1;
+                self.on_nospace(None)?;
                 return Ok(());
             }
             Err(e) => return Err(Stop::Fatal(format!("begin: {e:?}"))),
@@ -658,7 +819,7 @@ impl Exec {
                 Ok(()) => self.durable(),
                 Err(Error::PowerLoss) => return Err(Stop::PowerLoss(None)),
                 Err(Error::NoSpace) => {
-                    self.nospace += 1;
+                    self.on_nospace(None)?;
                     return Ok(());
                 }
                 Err(e) => return Err(Stop::Fatal(format!("begin: {e:?}"))),
@@ -801,19 +962,54 @@ impl Exec {
 
 /// How one execution of a workload ended.
 enum Outcome {
-    /// Completed without a cut; program/erase operations issued.
-    Done(u64, u64, u64),
+    /// Completed without a cut.
+    Done(Done),
     /// The cut happened; the device and the states recovery may produce.
     Cut(Box<SimFlash>, Vec<Model>),
 }
 
-fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
-    let sim_opts = SimOptions {
-        seed: opts.seed ^ cut.unwrap_or(0).wrapping_mul(0x9E37_79B9),
+/// What an uncut execution counted.
+struct Done {
+    /// Program and erase operations issued.
+    ops: u64,
+    commits: u64,
+    nospace: u64,
+    fill_min: Option<f64>,
+    faults: FaultCounts,
+}
+
+/// The simulator's options for a run: its seed (varied per cut, so each cut sees other
+/// partial programs) and the fault rates.
+fn sim_options(opts: &Options, salt: u64) -> SimOptions {
+    SimOptions {
+        seed: opts.seed ^ salt.wrapping_mul(0x9E37_79B9),
+        bitflip_rate: opts.faults.bitflip_rate,
+        program_fail_rate: opts.faults.program_fail_rate,
+        erase_fail_rate: opts.faults.erase_fail_rate,
         ..SimOptions::default()
-    };
-    let dev =
-        SimFlash::with_options(opts.preset, sim_opts).map_err(|e| format!("device: {e:?}"))?;
+    }
+}
+
+/// Gives one programmed page without stuck flips stuck bit flips at the ECC's limit (NAND with
+/// ECC only); true if a page got them. (A second dose on one page would make it uncorrectable
+/// for good: data no file system without redundancy can keep.)
+fn stick_flips(dev: &mut SimFlash, rng: &mut Rng) -> bool {
+    let g = dev.preset().geometry;
+    if g.kind != dffs::FlashKind::Nand || g.ecc_strength == 0 {
+        return false;
+    }
+    for _ in 0..64 {
+        let page = rng.below(g.total_pages() as u64) as u32;
+        if dev.program_count(page).unwrap_or(0) > 0 && dev.injected_bitflips(page) == 0 {
+            return dev.inject_bitflips(page, g.ecc_strength).is_ok();
+        }
+    }
+    false
+}
+
+fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
+    let dev = SimFlash::with_options(opts.preset, sim_options(opts, cut.unwrap_or(0)))
+        .map_err(|e| format!("device: {e:?}"))?;
     let fopts = FormatOptions {
         compression: opts.compression,
         ..FormatOptions::default()
@@ -821,24 +1017,15 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
     let dev = Fs::format(dev, &fopts).map_err(|e| format!("format: {e:?}"))?;
     let mut fs = Fs::mount(dev, opts.config).map_err(|e| format!("mount after format: {e:?}"))?;
     let base = fs.flash().program_erase_ops();
+    let stats0 = fs.flash().stats();
     if let Some(n) = cut {
         fs.flash_mut().cut_power_after(n);
     }
-    let dev_bytes = opts.preset.geometry.capacity();
-    let mut ex = Exec {
-        fs: Some(fs),
-        dev: None,
-        cfg: opts.config,
-        model: Model::default(),
-        cands: vec![Model::default()],
-        rng: rng(opts.seed),
-        commits: 0,
-        nospace: 0,
-        log_n: 0,
-        log_archives: Vec::new(),
-        max_file: (dev_bytes / 16).clamp(4096, 256 * 1024),
-        compressible: opts.compression != dffs::format::compress::NONE,
-    };
+    let mut ex = Exec::new(fs, Model::default(), rng(opts.seed), opts);
+    // Stuck flips come from a generator of their own, so the workload is the same with and
+    // without them.
+    let mut stuck_rng = rng(opts.seed ^ 0x57CC);
+    let mut stuck_pages = 0;
     // Debugging aid: `DFFS_CHECK_EACH=1` runs fsck after every step of a run without a cut.
     let check_each = std::env::var_os("DFFS_CHECK_EACH").is_some();
     for step in 0..opts.steps {
@@ -857,6 +1044,16 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
             }
             Err(Stop::Fatal(m)) => return Err(format!("step {step}: {m}")),
         }
+        if let (Some(_), Some(fs)) = (std::env::var_os("DFFS_TORTURE_DEBUG"), ex.fs.as_ref()) {
+            let st = fs.flash().stats();
+            eprintln!(
+                "step {step}: ops {} program failures {} erase failures {} grown bad {:?}",
+                fs.flash().program_erase_ops() - base,
+                st.program_failures,
+                st.erase_failures,
+                fs.flash().grown_bad_blocks()
+            );
+        }
         if let (Ok(b), Some(fs)) = (std::env::var("DFFS_DEBUG_BLOCK"), ex.fs.as_ref()) {
             eprintln!("step {step}: {}", fs.debug_block(b.parse().unwrap_or(0)));
         }
@@ -868,17 +1065,24 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
                 }
             }
         }
-        if let Some(fs) = ex.fs.as_ref() {
+        if let Some(fs) = ex.fs.as_mut() {
             if !fs.flash().is_powered() {
                 // The cut happened inside an operation that swallowed nothing: treat as cut.
                 let cands = ex.cands;
                 let fs = ex.fs.take().expect("mounted");
                 return Ok(Outcome::Cut(Box::new(fs.into_flash()), cands));
             }
+            let every = opts.faults.stuck_every as usize;
+            if every > 0 && step % every == every - 1 && stick_flips(fs.flash_mut(), &mut stuck_rng)
+            {
+                stuck_pages += 1;
+            }
         }
     }
-    // No cut: the final state must survive a clean remount.
-    let fs = ex.fs.take().expect("mounted");
+    // No cut: the final state must survive a clean remount. (With faults on, a run with a cut
+    // armed may issue fewer operations than the uncut one and end before its cut.)
+    let mut fs = ex.fs.take().expect("mounted");
+    fs.flash_mut().cancel_power_cut();
     let ops = fs.flash().program_erase_ops() - base;
     if let Ok(b) = std::env::var("DFFS_DEBUG_BLOCK") {
         eprintln!("before unmount: {}", fs.debug_block(b.parse().unwrap_or(0)));
@@ -899,59 +1103,186 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
             model::diff(&t, &ex.model)
         ));
     }
-    Ok(Outcome::Done(ops, ex.commits, ex.nospace))
+    let st = fs.flash().stats().since(&stats0);
+    Ok(Outcome::Done(Done {
+        ops,
+        commits: ex.commits,
+        nospace: ex.nospace,
+        fill_min: ex.fill_min,
+        faults: FaultCounts {
+            corrected_reads: st.corrected_reads,
+            uncorrectable_reads: st.uncorrectable_reads,
+            program_failures: st.program_failures,
+            erase_failures: st.erase_failures,
+            stuck_pages,
+        },
+    }))
 }
 
-/// Powers up after a cut, mounts, checks, and makes sure the file system is usable.
-fn verify(opts: &Options, mut dev: SimFlash, cands: &[Model]) -> Result<(), String> {
-    dev.power_up();
-    let mut fs =
-        Fs::mount(dev, opts.config).map_err(|e| format!("mount after the cut failed: {e:?}"))?;
-    let rep = fs.fsck().map_err(|e| format!("fsck failed: {e:?}"))?;
-    if !rep.is_clean() {
-        return Err(format!("fsck after the cut: {:?}", rep.errors));
+/// What verifying one cut found besides its verdict.
+#[derive(Default)]
+struct Verified {
+    /// A second cut landed after power-up.
+    second_cut: bool,
+    fill_min: Option<f64>,
+}
+
+/// Why the tree read after a recovery is not acceptable, if it is not.
+fn check_recovered(fs: &mut Fs<SimFlash>, cands: &[Model]) -> Result<Model, String> {
+    let t = read_tree(fs)?;
+    if cands.contains(&t) {
+        return Ok(t);
     }
-    let t = read_tree(&mut fs)?;
-    if !cands.contains(&t) {
-        let last = cands.last().cloned().unwrap_or_default();
-        let first = cands.first().cloned().unwrap_or_default();
-        return Err(format!(
-            "recovered tree is none of the {} states the journal allows (vs newest: {}; vs durable: {})",
-            cands.len(),
-            model::diff(&t, &last),
-            model::diff(&t, &first)
-        ));
-    }
-    // Still usable: write, sync, remount, read back.
-    let data = bytes(0xAF7E, 3000);
-    let st = match fs.create(dffs::ROOT_INO, b"after-the-cut", 0o644, 0, 0) {
-        Ok(s) => s,
-        Err(Error::NoSpace) => return Ok(()),
-        Err(e) => return Err(format!("create after the cut: {e:?}")),
+    let last = cands.last().cloned().unwrap_or_default();
+    let first = cands.first().cloned().unwrap_or_default();
+    Err(format!(
+        "recovered tree is none of the {} states the journal allows (vs newest: {}; vs durable: {})",
+        cands.len(),
+        model::diff(&t, &last),
+        model::diff(&t, &first)
+    ))
+}
+
+/// Powers up after the cut `cut`, mounts (recovery), compares the tree with the states the
+/// journal allows, runs fsck, then runs the workload on in the same session for
+/// [`STEPS_AFTER_RECOVERY`] operations and checks the tree against the model after a clean
+/// remount. A second cut is armed at one of the first program/erase operations after power-up,
+/// so it lands inside the recovery, the first checkpoint after it or the work that follows;
+/// the same checks then run on the states allowed at that second cut.
+fn verify(opts: &Options, dev: SimFlash, cands: Vec<Model>, cut: u64) -> Result<Verified, String> {
+    let mut out = Verified::default();
+    let mut dev = dev;
+    let mut cands = cands;
+    // Debugging aid: `DFFS_NO_SECOND_CUT=1` verifies without the second cut.
+    let mut second = if std::env::var_os("DFFS_NO_SECOND_CUT").is_some() {
+        0
+    } else {
+        1 + dffs_testkit::mix(opts.seed ^ cut.rotate_left(17)) % 16
     };
-    let fh = fs
-        .open(st.ino, OpenFlags::RW)
-        .map_err(|e| format!("open after the cut: {e:?}"))?;
-    match fs.write(fh, 0, &data) {
-        Ok(_) | Err(Error::NoSpace) => {}
-        Err(e) => return Err(format!("write after the cut: {e:?}")),
+    loop {
+        if std::env::var_os("DFFS_TORTURE_DEBUG").is_some() {
+            eprintln!(
+                "verify: second cut {second}, grown bad {:?}, stats {:?}",
+                dev.grown_bad_blocks(),
+                dev.stats()
+            );
+        }
+        dev.power_up();
+        dev.cut_power_after(second);
+        let phase = if second != 0 {
+            ""
+        } else {
+            " (after the second cut)"
+        };
+        // A second cut (if armed) can land anywhere from here to the end of the continuation;
+        // every PowerLoss below goes back to the top with the states allowed at that point.
+        let lost = |out: &mut Verified, second: &mut u64| -> Result<(), String> {
+            if *second == 0 {
+                return Err("power lost with no cut armed".into());
+            }
+            out.second_cut = true;
+            *second = 0;
+            Ok(())
+        };
+        let mut fs = match Fs::mount_with_clock(dev, opts.config, Box::new(dffs::NoClock)) {
+            Ok(fs) => fs,
+            Err((Error::PowerLoss, d)) => {
+                lost(&mut out, &mut second)?;
+                dev = d;
+                continue;
+            }
+            Err((e, _)) => return Err(format!("mount after the cut failed{phase}: {e:?}")),
+        };
+        let t = match check_recovered(&mut fs, &cands) {
+            Ok(t) => t,
+            Err(e) if e == model::POWER_LOSS => {
+                lost(&mut out, &mut second)?;
+                dev = fs.into_flash();
+                continue;
+            }
+            Err(e) => return Err(format!("{e}{phase}")),
+        };
+        match fs.fsck() {
+            Ok(rep) if rep.is_clean() => {}
+            Ok(rep) => return Err(format!("fsck after the cut{phase}: {:?}", rep.errors)),
+            Err(Error::PowerLoss) => {
+                lost(&mut out, &mut second)?;
+                dev = fs.into_flash();
+                continue;
+            }
+            Err(e) => return Err(format!("fsck failed{phase}: {e:?}")),
+        }
+        // The session that recovered goes on with the workload.
+        let mut ex = Exec::new(fs, t, rng(opts.seed ^ cut ^ 0xAF7E), opts);
+        let mut cut_again = None;
+        for k in 0..STEPS_AFTER_RECOVERY {
+            match ex.step(opts.workload) {
+                Ok(()) if std::env::var_os("DFFS_CHECK_EACH").is_some() => {
+                    if let Some(fs) = ex.fs.as_mut() {
+                        if let Ok(rep) = fs.fsck() {
+                            eprintln!("after recovery, step {k}: fsck {:?}", rep.errors.first());
+                        }
+                    }
+                }
+                Ok(()) => {}
+                Err(Stop::PowerLoss(after)) => {
+                    let mut c = std::mem::take(&mut ex.cands);
+                    c.extend(after);
+                    cut_again = Some(c);
+                    break;
+                }
+                Err(Stop::Fatal(m)) => return Err(format!("after recovery{phase}: {m}")),
+            }
+            if ex.fs.as_ref().is_some_and(|fs| !fs.flash().is_powered()) {
+                cut_again = Some(std::mem::take(&mut ex.cands));
+                break;
+            }
+        }
+        if let Some(m) = ex.fill_min {
+            out.fill_min = Some(out.fill_min.map_or(m, |f: f64| f.min(m)));
+        }
+        if let Some(c) = cut_again {
+            lost(&mut out, &mut second)?;
+            cands = c;
+            dev = match ex.fs.take() {
+                Some(fs) => fs.into_flash(),
+                None => ex.dev.take().ok_or("device lost")?,
+            };
+            continue;
+        }
+        // Clean unmount and mount: the tree is exactly the model.
+        let mut fs = ex.fs.take().ok_or("file system lost")?;
+        fs.flash_mut().cancel_power_cut();
+        let dev = fs
+            .unmount()
+            .map_err(|e| format!("unmount after recovery{phase}: {e:?}"))?;
+        let mut fs = Fs::mount(dev, opts.config).map_err(|e| format!("remount{phase}: {e:?}"))?;
+        let rep = fs
+            .fsck()
+            .map_err(|e| format!("fsck after remount{phase}: {e:?}"))?;
+        if !rep.is_clean() {
+            return Err(format!(
+                "fsck after the post-cut remount{phase}: {:?}",
+                rep.errors
+            ));
+        }
+        let t = read_tree(&mut fs)?;
+        if t != ex.model {
+            return Err(format!(
+                "after recovery and {STEPS_AFTER_RECOVERY} more steps{phase}, the tree differs from the model: {}",
+                model::diff(&t, &ex.model)
+            ));
+        }
+        return Ok(out);
     }
-    fs.close(fh)
-        .map_err(|e| format!("close after the cut: {e:?}"))?;
-    fs.sync()
-        .map_err(|e| format!("sync after the cut: {e:?}"))?;
-    let dev = fs
-        .unmount()
-        .map_err(|e| format!("unmount after the cut: {e:?}"))?;
-    let mut fs =
-        Fs::mount(dev, opts.config).map_err(|e| format!("remount after the cut: {e:?}"))?;
-    let rep = fs
-        .fsck()
-        .map_err(|e| format!("fsck after remount: {e:?}"))?;
-    if !rep.is_clean() {
-        return Err(format!("fsck after the post-cut remount: {:?}", rep.errors));
+}
+
+fn min_fill(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
     }
-    Ok(())
 }
 
 /// Runs the workload once uncut to count its program and erase operations, then once per cut
@@ -960,10 +1291,13 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Report {
     let mut rep = Report::default();
     let name = opts.workload.name();
     let total = match execute(opts, None) {
-        Ok(Outcome::Done(ops, commits, nospace)) => {
-            rep.commits = commits;
-            rep.nospace = nospace;
-            ops
+        Ok(Outcome::Done(d)) => {
+            rep.commits = d.commits;
+            rep.nospace = d.nospace;
+            rep.nospace_min_fill = d.fill_min;
+            rep.faults = d.faults;
+            rep.faults_all_runs = d.faults;
+            d.ops
         }
         Ok(Outcome::Cut(..)) => 0,
         Err(m) => {
@@ -987,8 +1321,25 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Report {
     let n = points.len() as u64;
     for (i, &cut) in points.iter().enumerate() {
         let r = match execute(opts, Some(cut)) {
-            Ok(Outcome::Cut(dev, cands)) => verify(opts, *dev, &cands),
-            Ok(Outcome::Done(..)) => Ok(()),
+            Ok(Outcome::Cut(dev, cands)) => {
+                let st = dev.stats();
+                if st.paired_page_damage > 0 {
+                    rep.paired_page_damage += 1;
+                }
+                let f = &mut rep.faults_all_runs;
+                f.corrected_reads += st.corrected_reads;
+                f.uncorrectable_reads += st.uncorrectable_reads;
+                f.program_failures += st.program_failures;
+                f.erase_failures += st.erase_failures;
+                verify(opts, *dev, cands, cut).map(|v| {
+                    rep.second_cuts += v.second_cut as u64;
+                    rep.nospace_min_fill = min_fill(rep.nospace_min_fill, v.fill_min);
+                })
+            }
+            Ok(Outcome::Done(d)) => {
+                rep.nospace_min_fill = min_fill(rep.nospace_min_fill, d.fill_min);
+                Ok(())
+            }
             Err(m) => Err(m),
         };
         rep.cuts += 1;
@@ -1009,7 +1360,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Report {
 /// failure).
 pub fn run_one(opts: &Options, cut: u64) -> Result<(), String> {
     match execute(opts, Some(cut))? {
-        Outcome::Cut(dev, cands) => verify(opts, *dev, &cands),
+        Outcome::Cut(dev, cands) => verify(opts, *dev, cands, cut).map(|_| ()),
         Outcome::Done(..) => Ok(()),
     }
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use clap::Args as ClapArgs;
 use dffs::Config;
-use dffs_torture::{Failure, Options, Workload};
+use dffs_torture::{Failure, Faults, Options, Workload};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
@@ -59,6 +59,12 @@ pub struct Args {
     /// Compression of the data the workloads write: none, lz4 or deflate.
     #[arg(long, default_value = "none")]
     pub compress: String,
+    /// Device faults during the workloads and the recoveries: none, standard (NAND: transient
+    /// bit flips at 3e-6 per bit, stuck flips at the ECC limit every 5 steps, failing programs
+    /// and erases; NOR: failing programs and erases), or a comma list of the standard mix's
+    /// parts: flips, stuck, program, erase.
+    #[arg(long, default_value = "none")]
+    pub faults: String,
     /// Write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -76,6 +82,14 @@ struct WorkloadRow {
     failures: usize,
     commits: u64,
     nospace: u64,
+    /// Least share of the good blocks' capacity held in files at an ENOSPC.
+    nospace_min_fill: Option<f64>,
+    /// Faults the uncut run met.
+    faults: dffs_torture::FaultCounts,
+    /// Cuts after which a second cut landed during recovery or the work after it.
+    second_cuts: u64,
+    /// Cut runs in which a cut upper page damaged its lower page (paired-page MLC).
+    paired_page_damage: u64,
 }
 
 #[derive(Serialize)]
@@ -147,6 +161,28 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
             args.compress
         ))
     })?;
+    let std_faults = Faults::standard(preset.geometry.kind);
+    let faults = match args.faults.as_str() {
+        "none" => Faults::NONE,
+        "standard" => std_faults,
+        list => {
+            let mut f = Faults::NONE;
+            for part in list.split(',') {
+                match part {
+                    "flips" => f.bitflip_rate = std_faults.bitflip_rate,
+                    "stuck" => f.stuck_every = std_faults.stuck_every,
+                    "program" => f.program_fail_rate = std_faults.program_fail_rate,
+                    "erase" => f.erase_fail_rate = std_faults.erase_fail_rate,
+                    _ => {
+                        return Err(CliError::msg(format!(
+                            "unknown fault mix '{list}' (none, standard, or a list of flips, stuck, program, erase)"
+                        )))
+                    }
+                }
+            }
+            f
+        }
+    };
     let seeds = args.seeds.max(1);
     let options = |workload: Workload, seed: u64, cuts: u64| Options {
         preset,
@@ -156,6 +192,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         cuts,
         config,
         compression,
+        faults,
     };
 
     if let Some(cut) = args.cut {
@@ -234,6 +271,10 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
                 failures: rep.failures.len(),
                 commits: rep.commits,
                 nospace: rep.nospace,
+                nospace_min_fill: rep.nospace_min_fill,
+                faults: rep.faults,
+                second_cuts: rep.second_cuts,
+                paired_page_damage: rep.paired_page_damage,
             });
             failures.extend(rep.failures);
         }
@@ -298,8 +339,8 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
 
 fn reproduce(args: &Args, f: &Failure) -> String {
     format!(
-        "dffs torture --preset {} --blocks {} --workload {} --steps {} --config {} --compress {} --seed {} --cut {}",
-        args.preset, args.blocks, f.workload, args.steps, args.config, args.compress, f.seed, f.cut
+        "dffs torture --preset {} --blocks {} --workload {} --steps {} --config {} --compress {} --faults {} --seed {} --cut {}",
+        args.preset, args.blocks, f.workload, args.steps, args.config, args.compress, args.faults, f.seed, f.cut
     )
 }
 
