@@ -162,6 +162,13 @@ impl Driver for DffsDriver {
                     s.fs.unmount().map_err(|e| map_err(&sim, e))?;
                     unmount = m.stop();
                 }
+                // An operation that failed (ENOSPC, say) leaves the file system usable: it is
+                // unmounted, so what was written before stays, as on a real system. (Dropping it
+                // here was a power cut that lost every file not yet synced.) The operation's
+                // error is the session's.
+                (Err(e), End::Unmount) if !matches!(e, FsError::PowerLoss) => {
+                    let _ = s.fs.unmount();
+                }
                 _ => drop(s.fs.into_flash()),
             }
             r?;
