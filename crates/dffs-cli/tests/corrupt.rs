@@ -291,10 +291,74 @@ fn a_destroyed_inode_is_an_error_not_a_missing_file() {
     );
 }
 
+/// A local tree: each path under the root (relative, `/`-separated) with its content (a file's
+/// bytes, a link's target, nothing for a directory).
+fn local_tree(root: &Path) -> std::collections::BTreeMap<String, Option<Vec<u8>>> {
+    fn walk(
+        root: &Path,
+        dir: &Path,
+        out: &mut std::collections::BTreeMap<String, Option<Vec<u8>>>,
+    ) {
+        let Ok(rd) = fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let ty = e.file_type().unwrap();
+            if ty.is_symlink() {
+                let t = fs::read_link(&p).unwrap();
+                out.insert(rel, Some(t.to_string_lossy().into_owned().into_bytes()));
+            } else if ty.is_dir() {
+                out.insert(rel, None);
+                walk(root, &p, out);
+            } else {
+                out.insert(rel, Some(fs::read(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// What `unpack` extracted from a damaged image (`out`) against what was packed (`src`): every
+/// entry it did not name in a warning is either absent (its directory was damaged) or exactly
+/// as packed, and nothing was made up; when unpack succeeded, the whole tree is there.
+/// Returns how many entries were compared equal.
+fn compare_unpacked(src: &Path, out: &Path, stderr: &str, ok: bool, what: &str) -> usize {
+    let want = local_tree(src);
+    let got = local_tree(out);
+    let named = |rel: &str| stderr.contains(&format!("/{rel}:"));
+    let mut equal = 0;
+    for (rel, content) in &got {
+        let Some(w) = want.get(rel) else {
+            panic!("{what}: unpack made up {rel:?}");
+        };
+        if named(rel) {
+            continue;
+        }
+        assert_eq!(
+            content, w,
+            "{what}: {rel} differs from what was packed and unpack said nothing ({stderr})"
+        );
+        equal += 1;
+    }
+    if ok {
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{what}: unpack succeeded with a different tree"
+        );
+    }
+    equal
+}
+
 /// `unpack` and `fsck` on a damaged image: either success, or exit 1 (4 for fsck's "found
 /// damage") with every stderr line a clean `dffs: ` line and no panic; a mount failure is one
-/// line. Returns whether unpack failed.
-fn unpack_and_fsck(img: &Path, out: &Path, what: &str) -> bool {
+/// line; what was extracted matches what was packed ([`compare_unpacked`]). Returns whether
+/// unpack failed and how many entries it extracted intact.
+fn unpack_and_fsck(img: &Path, src: &Path, out: &Path, what: &str) -> (bool, usize) {
     let _ = fs::remove_dir_all(out);
     let r = dffs(&["unpack", s(img), s(out), "-q"]);
     assert_no_panic(&r.stderr);
@@ -310,6 +374,7 @@ fn unpack_and_fsck(img: &Path, out: &Path, what: &str) -> bool {
     if r.stderr.contains("cannot mount") || r.stderr.contains("no DFFS file system") {
         assert_one_error_line(&r.stderr);
     }
+    let intact = compare_unpacked(src, out, &r.stderr, r.code == 0, what);
     let f = dffs(&["fsck", s(img)]);
     assert_no_panic(&f.stderr);
     assert!(
@@ -321,7 +386,7 @@ fn unpack_and_fsck(img: &Path, out: &Path, what: &str) -> bool {
     if f.code == 1 {
         assert_one_error_line(&f.stderr);
     }
-    r.code != 0
+    (r.code != 0, intact)
 }
 
 #[test]
@@ -373,14 +438,23 @@ fn unpack_and_fsck_fail_cleanly_on_hostile_images() {
         *x = next() as u8;
     }
     variants.push(("random image".into(), random));
+    let src = t.path().join("src");
     let mut failed = 0;
+    let mut intact = 0;
     for (what, bytes) in &variants {
         fs::write(&img, bytes).unwrap();
-        failed += unpack_and_fsck(&img, &out, what) as usize;
+        let (f, n) = unpack_and_fsck(&img, &src, &out, what);
+        failed += f as usize;
+        intact += n;
     }
     println!(
-        "{} damaged images, unpack failed cleanly on {failed}",
+        "{} damaged images, unpack failed cleanly on {failed}, {intact} entries extracted intact",
         variants.len()
     );
     assert!(failed > 0, "no damage was ever noticed");
+    // Most damage leaves most of the tree readable: the comparison had something to compare.
+    assert!(
+        intact > variants.len() * 3,
+        "only {intact} entries extracted intact"
+    );
 }
