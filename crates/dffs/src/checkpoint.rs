@@ -21,8 +21,7 @@ use dffs_flash::{Flash, FlashError, FlashKind, PagePairing};
 /// Checkpoint flag: written by a clean unmount (nothing was written after it).
 pub const CP_CLEAN: u16 = 1;
 
-/// Blocks at the start of the device where anchors may live (mount looks only there).
-pub const ANCHOR_AREA: u32 = 8;
+pub use crate::format::params::ANCHOR_AREA;
 
 /// Everything mount needs to find the file system.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -43,6 +43,19 @@ fn write_file(fs: &mut Fs<SimFlash>, name: &str, data: &[u8]) -> Ino {
     ino
 }
 
+/// [`write_file`] that returns the first error instead of panicking.
+fn try_write_file(fs: &mut Fs<SimFlash>, name: &str, data: &[u8]) -> Result<Ino, Error> {
+    let ino = fs.create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)?.ino;
+    let fh = fs.open(ino, OpenFlags::RW)?;
+    let r = data
+        .chunks(8192)
+        .enumerate()
+        .try_for_each(|(i, chunk)| fs.write(fh, (i * 8192) as u64, chunk).map(|_| ()))
+        .and_then(|()| fs.fsync(fh));
+    fs.close(fh)?;
+    r.map(|()| ino)
+}
+
 fn read_range(fs: &mut Fs<SimFlash>, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>, Error> {
     let fh = fs.open(ino, OpenFlags::READ).unwrap();
     let mut buf = vec![0u8; len];
@@ -287,6 +300,61 @@ fn anchor_blocks_that_go_bad_are_replaced() {
         dev.power_up();
         let mut fs = Fs::mount(dev, Config::default()).unwrap();
         assert_eq!(read_range(&mut fs, ino, 0, 4000).unwrap(), data);
+        assert!(fs.fsck().unwrap().is_clean());
+    }
+}
+
+/// An anchor that fails on a device whose blocks are mostly in use is still replaced: the
+/// allocator keeps free blocks in the anchor area for it. (Once every block of the area held
+/// data, a failing anchor made every later checkpoint, and so every write, fail with EIO.)
+#[test]
+fn anchors_fail_on_a_full_device() {
+    for (fail_erase, fail_program) in [(true, false), (false, true), (true, true)] {
+        let mut fs = Fs::mount(device(24, SimOptions::seeded(5)), Config::default()).unwrap();
+        // Fill the device until it says ENOSPC, then free room for the writes below and for the
+        // blocks the failures retire:
+        // every block of the anchor area that the allocator may hand out is then in use.
+        let mut files = Vec::new();
+        for i in 0u32.. {
+            let data = content(700 + i, 12_000);
+            let name = format!("f{i}");
+            match try_write_file(&mut fs, &name, &data) {
+                Ok(ino) => files.push((ino, data)),
+                Err(Error::NoSpace) => {
+                    let _ = fs.unlink(ROOT_INO, name.as_bytes());
+                    break;
+                }
+                Err(e) => panic!("{name}: {e:?}"),
+            }
+        }
+        for n in 0..24 {
+            fs.unlink(ROOT_INO, format!("f{n}").as_bytes()).unwrap();
+        }
+        files.drain(..24);
+        if fail_erase {
+            fs.flash_mut().fail_next_erase_of(0).unwrap();
+        }
+        if fail_program {
+            fs.flash_mut().fail_next_program_in(1).unwrap();
+        }
+        for k in 0..300u32 {
+            let name = format!("small{}", k % 8);
+            let _ = fs.unlink(ROOT_INO, name.as_bytes());
+            try_write_file(&mut fs, &name, &content(k, 200))
+                .unwrap_or_else(|e| panic!("write {k} ({fail_erase}, {fail_program}): {e:?}"));
+            fs.checkpoint()
+                .unwrap_or_else(|e| panic!("checkpoint {k} ({fail_erase}, {fail_program}): {e:?}"));
+        }
+        let grown = fs.flash().grown_bad_blocks();
+        assert!(
+            (!fail_erase || grown.contains(&0)) && (!fail_program || grown.contains(&1)),
+            "{grown:?}"
+        );
+        let dev = fs.unmount().unwrap();
+        let mut fs = Fs::mount(dev, Config::default()).unwrap();
+        for (ino, want) in &files {
+            assert_eq!(&read_range(&mut fs, *ino, 0, want.len() + 1).unwrap(), want);
+        }
         assert!(fs.fsck().unwrap().is_clean());
     }
 }

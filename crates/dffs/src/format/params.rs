@@ -31,6 +31,10 @@ pub fn check_geometry(g: &Geometry) -> core::result::Result<(), &'static str> {
 /// Longest file name in bytes.
 pub const NAME_MAX: usize = 255;
 
+/// Blocks at the start of the device where anchors may live (mount looks only there). The
+/// allocator keeps two of them free while it can, for replacing anchors that fail.
+pub const ANCHOR_AREA: u32 = 8;
+
 /// Longest symlink target in bytes.
 pub const SYMLINK_MAX: usize = 1023;
 

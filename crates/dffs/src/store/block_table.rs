@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 
 use crate::error::{Error, Result};
 use crate::format::codec::{Reader, Writer};
-use crate::format::params::LogKind;
+use crate::format::params::{LogKind, ANCHOR_AREA};
 
 /// What an erase block is used for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -182,26 +182,39 @@ impl BlockTable {
     /// The free block to allocate next: the least worn one, or the most worn one for data
     /// that is likely to stay put (`want_old`).
     pub fn pick_free(&self, want_old: bool) -> Option<u32> {
-        let mut best: Option<(u32, u32)> = None;
-        for (i, e) in self.blocks.iter().enumerate() {
-            if !matches!(e.state(), BlockState::Free | BlockState::Erased) {
-                continue;
-            }
-            let better = match best {
-                None => true,
-                Some((_, ec)) => {
-                    if want_old {
-                        e.ec > ec
-                    } else {
-                        e.ec < ec
-                    }
+        let free = |e: &BlockInfo| matches!(e.state(), BlockState::Free | BlockState::Erased);
+        // The last free blocks of the anchor area (one per anchor) are taken only when no
+        // other is free: a failing anchor is replaced by a free block of that area, and with
+        // none the file system could not write a checkpoint again.
+        let area = (ANCHOR_AREA as usize).min(self.blocks.len());
+        let spare_only = self.blocks[..area].iter().filter(|e| free(e)).count() <= 2;
+        let pick = |skip_area: bool| {
+            let mut best: Option<(u32, u32)> = None;
+            for (i, e) in self.blocks.iter().enumerate() {
+                if !free(e) || (skip_area && i < area) {
+                    continue;
                 }
-            };
-            if better {
-                best = Some((i as u32, e.ec));
+                let better = match best {
+                    None => true,
+                    Some((_, ec)) => {
+                        if want_old {
+                            e.ec > ec
+                        } else {
+                            e.ec < ec
+                        }
+                    }
+                };
+                if better {
+                    best = Some((i as u32, e.ec));
+                }
             }
+            best.map(|x| x.0)
+        };
+        if spare_only {
+            pick(true).or_else(|| pick(false))
+        } else {
+            pick(false)
         }
-        best.map(|x| x.0)
     }
 
     /// Adds `bytes` live bytes to block `b` (never beyond `block_size`).
