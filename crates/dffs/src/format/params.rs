@@ -32,7 +32,7 @@ pub fn check_geometry(g: &Geometry) -> core::result::Result<(), &'static str> {
 pub const NAME_MAX: usize = 255;
 
 /// Blocks at the start of the device where anchors may live (mount looks only there). The
-/// allocator keeps two of them free while it can, for replacing anchors that fail.
+/// allocator keeps one of them free while it can, for replacing an anchor that fails.
 pub const ANCHOR_AREA: u32 = 8;
 
 /// Longest symlink target in bytes.

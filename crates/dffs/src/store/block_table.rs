@@ -183,11 +183,11 @@ impl BlockTable {
     /// that is likely to stay put (`want_old`).
     pub fn pick_free(&self, want_old: bool) -> Option<u32> {
         let free = |e: &BlockInfo| matches!(e.state(), BlockState::Free | BlockState::Erased);
-        // The last free blocks of the anchor area (one per anchor) are taken only when no
-        // other is free: a failing anchor is replaced by a free block of that area, and with
-        // none the file system could not write a checkpoint again.
+        // The last free block of the anchor area is taken only when no other is free: a
+        // failing anchor is replaced by a free block of that area, and with none the file
+        // system could not write a checkpoint again.
         let area = (ANCHOR_AREA as usize).min(self.blocks.len());
-        let spare_only = self.blocks[..area].iter().filter(|e| free(e)).count() <= 2;
+        let spare_only = self.blocks[..area].iter().filter(|e| free(e)).count() <= 1;
         let pick = |skip_area: bool| {
             let mut best: Option<(u32, u32)> = None;
             for (i, e) in self.blocks.iter().enumerate() {
