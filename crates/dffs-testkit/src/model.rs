@@ -19,6 +19,22 @@ pub enum Node {
     Link(Vec<u8>),
 }
 
+/// ENOSPC with less than this share of the room for files ([`room_for_files`]) held in file
+/// content is a failure (torture runs and the model test check it at every ENOSPC). On the
+/// tiny devices they run on (16-40 blocks) DFFS says ENOSPC at 88-100% of that room.
+pub const NOSPACE_FLOOR: f64 = 0.5;
+
+/// Blocks DFFS's format keeps whatever the device size: two anchors, five log heads, two
+/// journal blocks and a five-block reserve. (Reserves that scale with the device are the block
+/// layer's next step; this allowance then shrinks.)
+pub const FIXED_BLOCKS: u64 = 14;
+
+/// Bytes of room for files on a device of `good_blocks` good blocks of `block_size` bytes: the
+/// blocks beyond [`FIXED_BLOCKS`].
+pub fn room_for_files(good_blocks: u64, block_size: u64) -> u64 {
+    good_blocks.saturating_sub(FIXED_BLOCKS) * block_size
+}
+
 /// A whole tree: absolute path ("/a/b") → node. The root is implicit. Names of one file (hard
 /// links) share an identity in `files`; two models are equal when their nodes are and the
 /// same names are names of one file (whatever the identities' numbers).

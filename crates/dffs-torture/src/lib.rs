@@ -218,16 +218,9 @@ pub struct FaultCounts {
     pub stuck_pages: u64,
 }
 
-/// ENOSPC with less than this share of the room for files in file content is a failure. The
-/// room for files is the good blocks less [`FIXED_BLOCKS`]; on the tiny devices torture runs on
-/// (16-32 blocks) the file system says ENOSPC at 88-100% of it (`DFFS_NOSPACE_DEBUG=1` prints
-/// each ENOSPC with the file system's block summary).
-pub const NOSPACE_FLOOR: f64 = 0.5;
-
-/// Blocks the format keeps whatever the device size: two anchors, five log heads, two journal
-/// blocks and a five-block reserve. (Reserves that scale with the device are the block layer's
-/// next step; this allowance then shrinks.)
-pub const FIXED_BLOCKS: u64 = 14;
+// The ENOSPC bound is the model test's too (`DFFS_NOSPACE_DEBUG=1` prints each ENOSPC with the
+// file system's block summary).
+pub use dffs_testkit::model::{room_for_files, FIXED_BLOCKS, NOSPACE_FLOOR};
 
 /// Operations the workload runs on in the session that recovered from a cut, before the tree
 /// is compared with the model again after a clean remount.
@@ -390,8 +383,10 @@ impl Exec {
         let dev = self.fs().flash();
         let g = dev.preset().geometry;
         let bad = dev.factory_bad_blocks().len() + dev.grown_bad_blocks().len();
-        let room =
-            (g.blocks as u64).saturating_sub(bad as u64 + FIXED_BLOCKS) * g.block_size() as u64;
+        let room = room_for_files(
+            (g.blocks as usize).saturating_sub(bad) as u64,
+            g.block_size() as u64,
+        );
         let fill = held as f64 / room.max(1) as f64;
         self.fill_min = Some(self.fill_min.map_or(fill, |m: f64| m.min(fill)));
         if std::env::var_os("DFFS_NOSPACE_DEBUG").is_some() {

@@ -12,15 +12,24 @@ fn check(name: &str, blocks: u32, workload: Workload, steps: usize, seed: u64) {
 
 fn check_z(name: &str, blocks: u32, workload: Workload, steps: usize, seed: u64, compression: u8) {
     check_opts(&Options {
+        compression,
+        ..options(name, blocks, workload, steps, seed)
+    });
+}
+
+/// Every cut of `workload` on `blocks` blocks of preset `name`, smallest configuration, no
+/// compression, no faults.
+fn options(name: &str, blocks: u32, workload: Workload, steps: usize, seed: u64) -> Options {
+    Options {
         preset: preset(name).unwrap().with_blocks(blocks).unwrap(),
         workload,
         steps,
         seed,
         cuts: 0,
         config: Config::smallest(),
-        compression,
+        compression: 0,
         faults: Faults::NONE,
-    });
+    }
 }
 
 /// Runs every cut of `opts` (or its `cuts`) and asserts every guarantee held after each, and
@@ -153,16 +162,7 @@ fn every_cut_mlc_churn() {
 /// (paired-page MLC); the file system must never have synced data there.
 #[test]
 fn every_cut_mlc_paired_pages() {
-    let rep = check_opts(&Options {
-        preset: preset("nand-mlc-1g").unwrap().with_blocks(16).unwrap(),
-        workload: Workload::Mixed,
-        steps: 40,
-        seed: 14,
-        cuts: 0,
-        config: Config::smallest(),
-        compression: 0,
-        faults: Faults::NONE,
-    });
+    let rep = check_opts(&options("nand-mlc-1g", 16, Workload::Mixed, 40, 14));
     assert!(
         rep.paired_page_damage * 10 > rep.cuts,
         "lower pages damaged in only {} of {} cut runs",
@@ -177,18 +177,12 @@ fn every_cut_mlc_paired_pages() {
 #[test]
 fn every_cut_nand_mixed_bit_flips() {
     let rep = check_opts(&Options {
-        preset: preset("nand-slc-128m").unwrap().with_blocks(24).unwrap(),
-        workload: Workload::Mixed,
-        steps: 40,
-        seed: 7,
-        cuts: 0,
-        config: Config::smallest(),
-        compression: 0,
         faults: Faults {
             program_fail_rate: 0.0,
             erase_fail_rate: 0.0,
             ..Faults::standard(dffs::FlashKind::Nand)
         },
+        ..options("nand-slc-128m", 24, Workload::Mixed, 40, 7)
     });
     let f = rep.faults;
     assert!(f.corrected_reads > 0 && f.stuck_pages > 0, "{f:?}");
@@ -201,14 +195,8 @@ fn every_cut_nand_mixed_bit_flips() {
 #[ignore = "open (issue 14): after failing programs, operations fail with EIO and a second cut can leave stale file pointers; run with --ignored"]
 fn every_cut_nand_mixed_faults() {
     let rep = check_opts(&Options {
-        preset: preset("nand-slc-128m").unwrap().with_blocks(24).unwrap(),
-        workload: Workload::Mixed,
-        steps: 40,
-        seed: 7,
-        cuts: 0,
-        config: Config::smallest(),
-        compression: 0,
         faults: heavy_faults(dffs::FlashKind::Nand),
+        ..options("nand-slc-128m", 24, Workload::Mixed, 40, 7)
     });
     let f = rep.faults;
     assert!(f.corrected_reads > 0 && f.stuck_pages > 0, "{f:?}");
@@ -220,14 +208,8 @@ fn every_cut_nand_mixed_faults() {
 #[ignore = "open (issue 14): after failing programs, operations fail with EIO; run with --ignored"]
 fn every_cut_nor_mixed_faults() {
     let rep = check_opts(&Options {
-        preset: preset("nor-qspi-16m").unwrap().with_blocks(24).unwrap(),
-        workload: Workload::Mixed,
-        steps: 30,
-        seed: 8,
-        cuts: 0,
-        config: Config::smallest(),
-        compression: 0,
         faults: heavy_faults(dffs::FlashKind::Nor),
+        ..options("nor-qspi-16m", 24, Workload::Mixed, 30, 8)
     });
     let f = rep.faults;
     assert!(f.program_failures + f.erase_failures > 0, "{f:?}");
@@ -239,14 +221,8 @@ fn every_cut_nor_mixed_faults() {
 #[test]
 fn cuts_of_a_full_device_enospc_bounded() {
     let rep = check_opts(&Options {
-        preset: preset("nand-slc-128m").unwrap().with_blocks(16).unwrap(),
-        workload: Workload::Full,
-        steps: 120,
-        seed: 3,
         cuts: 60,
-        config: Config::smallest(),
-        compression: 0,
-        faults: Faults::NONE,
+        ..options("nand-slc-128m", 16, Workload::Full, 120, 3)
     });
     assert!(rep.nospace > 0, "the workload never filled the device");
     let fill = rep.nospace_min_fill.expect("an ENOSPC was measured");
@@ -272,14 +248,8 @@ fn one_cut() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
     let opts = Options {
-        preset: preset(&name).unwrap().with_blocks(blocks).unwrap(),
-        workload: wl,
-        steps,
-        seed,
-        cuts: 0,
-        config: Config::smallest(),
         compression: env_compress(),
-        faults: Faults::NONE,
+        ..options(&name, blocks, wl, steps, seed)
     };
     let r = dffs_torture::run_one(&opts, cut);
     eprintln!("result: {r:?}");
@@ -318,14 +288,9 @@ fn campaign() {
         for wl in Workload::ALL {
             for seed in 0..seeds {
                 let opts = Options {
-                    preset: preset(name).unwrap().with_blocks(blocks).unwrap(),
-                    workload: wl,
-                    steps,
-                    seed: 100 + seed,
                     cuts,
-                    config: Config::smallest(),
                     compression: env_compress(),
-                    faults: Faults::NONE,
+                    ..options(name, blocks, wl, steps, 100 + seed)
                 };
                 let rep = run(&opts, &mut |_, _| {});
                 total += rep.cuts;
@@ -425,16 +390,7 @@ fn campaign_regressions() {
         ),
     ];
     for &(name, blocks, wl, steps, seed, cut, why) in cases {
-        let opts = Options {
-            preset: preset(name).unwrap().with_blocks(blocks).unwrap(),
-            workload: Workload::from_name(wl).unwrap(),
-            steps,
-            seed,
-            cuts: 0,
-            config: Config::smallest(),
-            compression: 0,
-            faults: Faults::NONE,
-        };
+        let opts = options(name, blocks, Workload::from_name(wl).unwrap(), steps, seed);
         let r = dffs_torture::run_one(&opts, cut);
         assert!(
             r.is_ok(),

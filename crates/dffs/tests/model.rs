@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use dffs::{Config, Error, FileKind, FormatOptions, Fs, OpenFlags, SetAttr, ROOT_INO};
 use dffs_sim::{preset::preset, SimFlash};
-use dffs_testkit::model::{join, split, Model, Node};
+use dffs_testkit::model::{join, room_for_files, split, Model, Node, NOSPACE_FLOOR};
 use dffs_testkit::Rng;
 
 fn resolve<F: dffs::Flash>(fs: &mut Fs<F>, path: &str) -> Result<u32, Error> {
@@ -198,9 +198,9 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
     let mut rng = Rng::new(seed);
     let mut nospace = 0;
     let maxlen = max_len_for(kind);
-    // ENOSPC is a failure below half of the room for files (the blocks beyond the 14 the
-    // format keeps whatever the device size), allowing for the largest write refused.
-    let room = (blocks as u64).saturating_sub(14) * p.geometry.block_size() as u64;
+    // ENOSPC is a failure below NOSPACE_FLOOR of the room for files, allowing for the largest
+    // write refused.
+    let room = room_for_files(blocks as u64, p.geometry.block_size() as u64);
     for step in 0..ops {
         let ctx = format!("{kind} seed {seed} step {step}");
         let nospace_before = nospace;
@@ -566,7 +566,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
         if nospace > nospace_before {
             let held = m.stored_bytes();
             assert!(
-                held + maxlen >= room / 2,
+                (held + maxlen) as f64 >= room as f64 * NOSPACE_FLOOR,
                 "{ctx}: ENOSPC with {held} bytes stored, {:.1}% of the {room} bytes of room",
                 held as f64 * 100.0 / room as f64
             );
