@@ -144,6 +144,10 @@ pub fn max_factory_bad(geometry: &Geometry) -> u32 {
 ///
 /// Contents are allocated per page on first program, so a large device costs little until it
 /// is written. See the crate documentation for the rules and faults it models.
+///
+/// A clone is an independent device with the same contents, fault state and random stream
+/// (tests use it to look at what a power cut would leave without disturbing the original).
+#[derive(Clone)]
 pub struct SimFlash {
     pub(crate) preset: Preset,
     pub(crate) geo: Geometry,
@@ -160,6 +164,8 @@ pub struct SimFlash {
     /// Grown bad blocks: every program and erase of them fails.
     pub(crate) failing: BTreeSet<u32>,
     pub(crate) fail_next_program: BTreeSet<u32>,
+    /// Pages whose next program fails (their block goes bad).
+    pub(crate) fail_next_program_page: BTreeSet<u32>,
     pub(crate) fail_next_erase: BTreeSet<u32>,
     /// Unstable pages (after a power cut) with their mask of weak bits (raw page layout).
     pub(crate) unstable: BTreeMap<u32, Box<[u8]>>,
@@ -263,6 +269,7 @@ impl SimFlash {
             factory_bad: BTreeSet::new(),
             failing: BTreeSet::new(),
             fail_next_program: BTreeSet::new(),
+            fail_next_program_page: BTreeSet::new(),
             fail_next_erase: BTreeSet::new(),
             unstable: BTreeMap::new(),
             injected: BTreeMap::new(),
@@ -457,6 +464,16 @@ impl SimFlash {
     pub fn fail_next_program_in(&mut self, block: u32) -> Result<(), FlashError> {
         self.check_block(block)?;
         self.fail_next_program.insert(block);
+        Ok(())
+    }
+
+    /// The next program of `page` fails (earlier pages of its block program normally); its
+    /// block is bad from then on.
+    pub fn fail_next_program_of(&mut self, page: u32) -> Result<(), FlashError> {
+        if page >= self.geo.total_pages() {
+            return Err(FlashError::OutOfRange);
+        }
+        self.fail_next_program_page.insert(page);
         Ok(())
     }
 
@@ -976,7 +993,7 @@ impl SimFlash {
             self.damage_paired_lower(page);
             return Err(self.lose_power());
         }
-        if self.program_fails(block) {
+        if self.program_fails(block, page) {
             self.partial_program(page, &segments);
             self.damage_paired_lower(page);
             return Err(FlashError::ProgramFailed);
@@ -1031,7 +1048,7 @@ impl SimFlash {
             self.partial_program(page, &segments);
             return Err(self.lose_power());
         }
-        if self.program_fails(block) {
+        if self.program_fails(block, page) {
             self.partial_program(page, &segments);
             return Err(FlashError::ProgramFailed);
         }
@@ -1043,10 +1060,11 @@ impl SimFlash {
     }
 
     /// Decides whether a program in `block` fails, and makes the block bad if so.
-    fn program_fails(&mut self, block: u32) -> bool {
+    fn program_fails(&mut self, block: u32, page: u32) -> bool {
         let fails = self.factory_bad.contains(&block)
             || self.failing.contains(&block)
             || self.fail_next_program.remove(&block)
+            || self.fail_next_program_page.remove(&page)
             || self.rng.chance(self.options.program_fail_rate);
         if fails {
             self.stats.program_failures += 1;

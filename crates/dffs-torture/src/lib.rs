@@ -1052,6 +1052,9 @@ fn execute(opts: &Options, cut: Option<u64>) -> Result<Outcome, String> {
         if let (Ok(b), Some(fs)) = (std::env::var("DFFS_DEBUG_BLOCK"), ex.fs.as_ref()) {
             eprintln!("step {step}: {}", fs.debug_block(b.parse().unwrap_or(0)));
         }
+        if let Some(fs) = ex.fs.as_ref() {
+            shadow_check(fs, opts.config, &format!("step {step}"));
+        }
         if check_each && cut.is_none() {
             if let Some(fs) = ex.fs.as_mut() {
                 let rep = fs.fsck().map_err(|e| format!("step {step}: fsck: {e:?}"))?;
@@ -1122,6 +1125,35 @@ struct Verified {
     fill_min: Option<f64>,
 }
 
+/// Debugging aid (`DFFS_SHADOW_CHECK=1`): what a power cut now would leave, found on a clone of
+/// the device (mount + fsck) so the real device's fault stream is not disturbed.
+fn shadow_check(fs: &Fs<SimFlash>, config: Config, at: &str) {
+    if std::env::var_os("DFFS_SHADOW_CHECK").is_none() {
+        return;
+    }
+    if let Ok(b) = std::env::var("DFFS_DEBUG_BLOCK") {
+        eprintln!(
+            "shadow {at}: live session: {}",
+            fs.debug_block(b.parse().unwrap_or(0))
+        );
+    }
+    let mut dev = fs.flash().clone();
+    dev.power_off();
+    dev.power_up();
+    dev.cancel_power_cut();
+    let _ = dev.set_bitflip_rate(0.0);
+    let _ = dev.set_program_fail_rate(0.0);
+    let _ = dev.set_erase_fail_rate(0.0);
+    match Fs::mount(dev, config) {
+        Ok(mut f) => match f.fsck() {
+            Ok(rep) if rep.is_clean() => eprintln!("shadow {at}: clean"),
+            Ok(rep) => eprintln!("shadow {at}: fsck {:?}", rep.errors.first()),
+            Err(e) => eprintln!("shadow {at}: fsck failed {e:?}"),
+        },
+        Err(e) => eprintln!("shadow {at}: mount failed {e:?}"),
+    }
+}
+
 /// Why the tree read after a recovery is not acceptable, if it is not.
 fn check_recovered(fs: &mut Fs<SimFlash>, cands: &[Model]) -> Result<Model, String> {
     let t = read_tree(fs)?;
@@ -1188,6 +1220,7 @@ fn verify(opts: &Options, dev: SimFlash, cands: Vec<Model>, cut: u64) -> Result<
             }
             Err((e, _)) => return Err(format!("mount after the cut failed{phase}: {e:?}")),
         };
+        shadow_check(&fs, opts.config, &format!("mounted{phase}"));
         let t = match check_recovered(&mut fs, &cands) {
             Ok(t) => t,
             Err(e) if e == model::POWER_LOSS => {
@@ -1231,6 +1264,9 @@ fn verify(opts: &Options, dev: SimFlash, cands: Vec<Model>, cut: u64) -> Result<
             if ex.fs.as_ref().is_some_and(|fs| !fs.flash().is_powered()) {
                 cut_again = Some(std::mem::take(&mut ex.cands));
                 break;
+            }
+            if let Some(fs) = ex.fs.as_ref() {
+                shadow_check(fs, opts.config, &format!("after recovery{phase}, step {k}"));
             }
         }
         if let Some(m) = ex.fill_min {

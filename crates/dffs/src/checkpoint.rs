@@ -375,7 +375,8 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
 }
 
 /// Writes checkpoint `cp` (two copies) after `pos`, erasing and switching anchor blocks when
-/// needed. Returns the new position.
+/// needed. Returns the new position; the store's checkpoint number is left at the number
+/// written, which is `cp.cp_number` plus one per failed attempt.
 pub fn write<F: Flash>(
     st: &mut Store<F>,
     cp: &Checkpoint,
@@ -393,20 +394,24 @@ pub fn write<F: Flash>(
     };
     // A program or erase of an anchor that fails: a failed append moves to the other anchor;
     // a failed start of a block retires it and starts in a free block of the anchor area.
+    // Each retry takes the next checkpoint number: the failed attempt may have left a valid
+    // first copy behind (naming the old anchor pair), and a mount must find the retry newer.
+    let mut cp = cp.clone();
     for _ in 0..ANCHOR_AREA + 2 {
-        match write_at(st, cp, anchor, slot)? {
-            true => {
-                return Ok(AnchorPos {
-                    anchor,
-                    slot,
-                    may_append: true,
-                })
-            }
-            false if slot != 0 => {
-                anchor = 1 - anchor;
-                slot = 0;
-            }
-            false => replace_anchor(st, anchor)?,
+        if write_at(st, &cp, anchor, slot)? {
+            st.set_cp_number(cp.cp_number);
+            return Ok(AnchorPos {
+                anchor,
+                slot,
+                may_append: true,
+            });
+        }
+        cp.cp_number += 1;
+        if slot != 0 {
+            anchor = 1 - anchor;
+            slot = 0;
+        } else {
+            replace_anchor(st, anchor)?;
         }
     }
     Err(Error::Io)
