@@ -229,6 +229,37 @@ fn cuts_of_a_full_device_enospc_bounded() {
     assert!(fill >= NOSPACE_FLOOR, "{fill}");
 }
 
+/// Single cuts at which fault torture (`dffs torture --faults standard`, 100 steps, smallest
+/// configuration) once failed, each a bug fixed since; every one fails on the code before its
+/// fix:
+/// - SLC log seed 2 cut 587: a recovery checkpoint whose second copy failed left a valid copy
+///   in the retired anchor with the number its replacement got; the mount took it and ignored
+///   every later checkpoint (stale file pointers after a remount).
+/// - NOR full seed 2 cut 12206 and 18309: a program failed when no spare block was left, and
+///   the next node was programmed over the half-programmed bytes (`EIO` on close).
+/// - NOR full seed 2 cut 27187: an anchor replaced by a block whose data had been swapped to
+///   another physical block; the mount, reading the anchor area before it knows the swaps,
+///   missed every checkpoint written there (data CRC failures after a remount).
+#[test]
+fn fault_torture_regression_cuts() {
+    let cases: [(&str, u32, Workload, u64, u64); 4] = [
+        ("nand-slc-128m", 24, Workload::Log, 2, 587),
+        ("nor-qspi-16m", 32, Workload::Full, 2, 12206),
+        ("nor-qspi-16m", 32, Workload::Full, 2, 18309),
+        ("nor-qspi-16m", 32, Workload::Full, 2, 27187),
+    ];
+    for (name, blocks, workload, seed, cut) in cases {
+        let kind = preset(name).unwrap().geometry.kind;
+        let opts = Options {
+            faults: Faults::standard(kind),
+            ..options(name, blocks, workload, 100, seed)
+        };
+        if let Err(m) = dffs_torture::run_one(&opts, cut) {
+            panic!("{name} {} seed {seed} cut {cut}: {m}", workload.name());
+        }
+    }
+}
+
 #[test]
 #[ignore = "debug helper: DFFS_CUT=n DFFS_WL=log cargo test -p dffs-torture one_cut -- --ignored"]
 fn one_cut() {

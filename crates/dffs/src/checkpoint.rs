@@ -421,9 +421,12 @@ pub fn write<F: Flash>(
 fn replace_anchor<F: Flash>(st: &mut Store<F>, anchor: usize) -> Result<()> {
     let area = ANCHOR_AREA.min(st.p().geometry.blocks);
     let old = st.p().anchors[anchor];
+    // Never a block whose data was swapped to another physical block: mount reads the anchor
+    // area before it knows the swaps, so a checkpoint there would not be found.
     let new = (0..area)
         .find(|&b| {
             !st.p().anchors.contains(&b)
+                && st.phys(b) == b
                 && matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
         })
         .ok_or(Error::Io)?;

@@ -67,19 +67,30 @@ impl<F: Flash> Store<F> {
     ) -> Result<()> {
         let mut ppos = ppos;
         let g = self.p.geometry;
-        let last_page =
-            ((ppos % g.block_size() as u64) + data.len().max(1) as u64 - 1) / g.page_size as u64;
+        let bs = g.block_size() as u64;
+        let last_page = ((ppos % bs) + data.len().max(1) as u64 - 1) / g.page_size as u64;
         let hd = &mut self.heads[h];
         hd.programmed = hd.programmed.max(last_page as u32 + 1);
+        let logical = self.heads[h].block;
+        if let Some(upto) = self.heads[h].failed_at {
+            // An earlier program failed when there was no spare: swap now, before anything
+            // else goes into the failing block.
+            self.swap_out_bad_block(logical, upto as u64)?;
+            self.heads[h].failed_at = None;
+            ppos = self.phys(logical) as u64 * bs + ppos % bs;
+        }
         for _attempt in 0..4 {
             match self.medium.program(ppos, data, oob) {
                 Ok(()) => return Ok(()),
                 Err(FlashError::PowerLoss) => return Err(Error::PowerLoss),
                 Err(FlashError::ProgramFailed) => {
-                    let bs = self.p.geometry.block_size() as u64;
-                    let logical = self.heads[h].block;
                     let in_block = ppos % bs;
-                    self.swap_out_bad_block(logical, in_block)?;
+                    if let Err(e) = self.swap_out_bad_block(logical, in_block) {
+                        // The failed bytes may be half programmed: never program them again.
+                        // The operation fails; the next program retries the swap.
+                        self.heads[h].failed_at = Some(in_block as u32);
+                        return Err(e);
+                    }
                     let np = self.phys(logical);
                     ppos = np as u64 * bs + in_block;
                 }

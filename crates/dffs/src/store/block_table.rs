@@ -181,17 +181,22 @@ impl BlockTable {
 
     /// The free block to allocate next: the least worn one, or the most worn one for data
     /// that is likely to stay put (`want_old`).
-    pub fn pick_free(&self, want_old: bool) -> Option<u32> {
+    pub fn pick_free(&self, want_old: bool, can_anchor: impl Fn(u32) -> bool) -> Option<u32> {
         let free = |e: &BlockInfo| matches!(e.state(), BlockState::Free | BlockState::Erased);
-        // The last free block of the anchor area is taken only when no other is free: a
-        // failing anchor is replaced by a free block of that area, and with none the file
-        // system could not write a checkpoint again.
+        // The last free block of the anchor area that can be an anchor (`can_anchor`: not
+        // remapped) is taken only when no other is free: a failing anchor is replaced by such
+        // a block, and with none the file system could not write a checkpoint again.
         let area = (ANCHOR_AREA as usize).min(self.blocks.len());
-        let spare_only = self.blocks[..area].iter().filter(|e| free(e)).count() <= 1;
+        let spare_only = self.blocks[..area]
+            .iter()
+            .enumerate()
+            .filter(|&(i, e)| free(e) && can_anchor(i as u32))
+            .count()
+            <= 1;
         let pick = |skip_area: bool| {
             let mut best: Option<(u32, u32)> = None;
             for (i, e) in self.blocks.iter().enumerate() {
-                if !free(e) || (skip_area && i < area) {
+                if !free(e) || (skip_area && i < area && can_anchor(i as u32)) {
                     continue;
                 }
                 let better = match best {

@@ -33,6 +33,10 @@ pub struct Head {
     /// Pages of the block programmed before the last durability barrier (see
     /// [`Store::barrier`]): on paired-page NAND their upper pages are never programmed.
     pub(super) protected: u32,
+    /// A program at this offset of the block failed and the block could not be swapped out
+    /// then (no spare): the next program through this head swaps it out first, copying what
+    /// lies before this offset. Nothing is ever programmed into the failed block again.
+    pub(super) failed_at: Option<u32>,
 }
 
 impl Head {
@@ -46,6 +50,7 @@ impl Head {
             buf_prog: 0,
             programmed: 0,
             protected: 0,
+            failed_at: None,
         }
     }
 

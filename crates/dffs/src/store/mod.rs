@@ -198,6 +198,9 @@ impl<F: Flash> Store<F> {
             let floor = match prio {
                 Priority::User => self.reserve_blocks(),
                 Priority::Log => self.floor_log,
+                // A spare for a block that failed inside a checkpoint is part of the
+                // checkpoint: it may take the last blocks, as the checkpoint may.
+                Priority::Spare if self.checkpointing => 0,
                 Priority::Spare => self.floor_spare,
                 Priority::Reserve if self.checkpointing => 0,
                 Priority::Reserve => self.floor_log,
@@ -207,7 +210,7 @@ impl<F: Flash> Store<F> {
             }
             let b = self
                 .table
-                .pick_free(kind == LogKind::DataCold)
+                .pick_free(kind == LogKind::DataCold, |b| self.phys(b) == b)
                 .ok_or(Error::NoSpace)?;
             debug_assert_eq!(
                 self.table.get(b).live,
