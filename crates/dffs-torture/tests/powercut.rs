@@ -192,7 +192,6 @@ fn every_cut_nand_mixed_bit_flips() {
 
 /// Every fault at once, failing programs and erases often, on NAND.
 #[test]
-#[ignore = "open (issue 14): after failing programs, operations fail with EIO and a second cut can leave stale file pointers; run with --ignored"]
 fn every_cut_nand_mixed_faults() {
     let rep = check_opts(&Options {
         faults: heavy_faults(dffs::FlashKind::Nand),
@@ -205,7 +204,6 @@ fn every_cut_nand_mixed_faults() {
 
 /// Failing programs and erases on NOR (no ECC: flips are lost data, so none are injected).
 #[test]
-#[ignore = "open (issue 14): after failing programs, operations fail with EIO; run with --ignored"]
 fn every_cut_nor_mixed_faults() {
     let rep = check_opts(&Options {
         faults: heavy_faults(dffs::FlashKind::Nor),
@@ -261,7 +259,7 @@ fn fault_torture_regression_cuts() {
 }
 
 #[test]
-#[ignore = "debug helper: DFFS_CUT=n DFFS_WL=log cargo test -p dffs-torture one_cut -- --ignored"]
+#[ignore = "debug helper: DFFS_CUT=n DFFS_WL=log [DFFS_FAULTS=heavy] cargo test -p dffs-torture one_cut -- --ignored"]
 fn one_cut() {
     let cut: u64 = std::env::var("DFFS_CUT").unwrap().parse().unwrap();
     let wl = Workload::from_name(&std::env::var("DFFS_WL").unwrap_or("mixed".into())).unwrap();
@@ -278,8 +276,16 @@ fn one_cut() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
+    let kind = preset(&name).unwrap().geometry.kind;
+    // `DFFS_FAULTS=standard|heavy` turns device faults on.
+    let faults = match std::env::var("DFFS_FAULTS").as_deref() {
+        Ok("standard") => Faults::standard(kind),
+        Ok("heavy") => heavy_faults(kind),
+        _ => Faults::NONE,
+    };
     let opts = Options {
         compression: env_compress(),
+        faults,
         ..options(&name, blocks, wl, steps, seed)
     };
     let r = dffs_torture::run_one(&opts, cut);

@@ -79,7 +79,9 @@ impl<F: Flash> Store<F> {
             self.heads[h].failed_at = None;
             ppos = self.phys(logical) as u64 * bs + ppos % bs;
         }
-        for _attempt in 0..4 {
+        // Each failure retires a block, so the attempts are bounded by the device; in practice
+        // the free pool runs out first (`ENOSPC` from the swap).
+        for _attempt in 0..self.p.geometry.blocks {
             match self.medium.program(ppos, data, oob) {
                 Ok(()) => return Ok(()),
                 Err(FlashError::PowerLoss) => return Err(Error::PowerLoss),
@@ -105,7 +107,8 @@ impl<F: Flash> Store<F> {
     fn swap_out_bad_block(&mut self, logical: u32, upto: u64) -> Result<()> {
         let g = self.p.geometry;
         let old_phys = self.phys(logical);
-        for _ in 0..4 {
+        // Spares that fail too are retired and the next one tried, as long as there are any.
+        for _ in 0..self.p.geometry.blocks {
             let spare = self.alloc_block(LogKind::DataCold, Priority::Spare)?;
             let spare_phys = self.phys(spare);
             let ok = self.copy_block_prefix(old_phys, spare_phys, upto)?;
