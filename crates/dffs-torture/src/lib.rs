@@ -479,6 +479,9 @@ impl Exec {
         let fh = match self.fs().open(ino, flags) {
             Ok(f) => f,
             Err(Error::PowerLoss) => return Err(Stop::PowerLoss(None)),
+            // Opening for writing after a recovery owes the recovery checkpoint, which may not
+            // find room (ENOSPC like any other, checked against the bound).
+            Err(Error::NoSpace) => return self.on_nospace(None),
             Err(e) => return Err(Stop::Fatal(format!("open {path}: {e:?}"))),
         };
         let mut staged = self.model.clone();
@@ -552,6 +555,12 @@ impl Exec {
                 Ok(())
             }
             Err(Error::PowerLoss) => Err(Stop::PowerLoss(None)),
+            // Room for written data was counted when it was admitted; only blocks lost to
+            // failing programs and erases since can make writing it back run out (and then
+            // nothing new is durable: the states allowed after a cut stay as they were).
+            Err(Error::NoSpace) if !self.fs().flash().grown_bad_blocks().is_empty() => {
+                self.on_nospace(None)
+            }
             Err(e) => Err(Stop::Fatal(format!("sync: {e:?}"))),
         }
     }
@@ -1284,9 +1293,21 @@ fn verify(opts: &Options, dev: SimFlash, cands: Vec<Model>, cut: u64) -> Result<
         // Clean unmount and mount: the tree is exactly the model.
         let mut fs = ex.fs.take().ok_or("file system lost")?;
         fs.flash_mut().cancel_power_cut();
-        let dev = fs
-            .unmount()
-            .map_err(|e| format!("unmount after recovery{phase}: {e:?}"))?;
+        let dev = match fs.try_unmount() {
+            Ok(d) => d,
+            // Blocks lost to failing programs and erases can leave too few for the unmount's
+            // checkpoint: then it is a power cut, and what was synced must be there.
+            Err((Error::NoSpace, mut d)) if !d.grown_bad_blocks().is_empty() => {
+                d.power_off();
+                d.power_up();
+                let mut fs = Fs::mount(d, opts.config)
+                    .map_err(|e| format!("mount after a full unmount{phase}: {e:?}"))?;
+                check_recovered(&mut fs, &ex.cands)
+                    .map_err(|e| format!("after an unmount that found no room{phase}: {e}"))?;
+                return Ok(out);
+            }
+            Err((e, _)) => return Err(format!("unmount after recovery{phase}: {e:?}")),
+        };
         let mut fs = Fs::mount(dev, opts.config).map_err(|e| format!("remount{phase}: {e:?}"))?;
         let rep = fs
             .fsck()

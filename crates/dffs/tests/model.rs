@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use dffs::{Config, Error, FileKind, FormatOptions, Fs, OpenFlags, SetAttr, ROOT_INO};
-use dffs_sim::{preset::preset, SimFlash};
+use dffs_sim::{preset::preset, SimFlash, SimOptions, Stats};
 use dffs_testkit::model::{join, room_for_files, split, Model, Node, NOSPACE_FLOOR};
 use dffs_testkit::Rng;
 
@@ -185,8 +185,24 @@ fn run(kind: &str, blocks: u32, seed: u64, ops: usize) -> usize {
 
 /// [`run`] on a device formatted with compression `algo`.
 fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
+    run_on(kind, blocks, seed, ops, algo, None).0
+}
+
+/// [`run_z`] on a simulator with the fault options `sim` (none: a fault-free device).
+/// Returns the ENOSPC count and the device's statistics at the end.
+fn run_on(
+    kind: &str,
+    blocks: u32,
+    seed: u64,
+    ops: usize,
+    algo: u8,
+    sim: Option<SimOptions>,
+) -> (usize, Stats) {
     let p = preset(kind).unwrap().with_blocks(blocks).unwrap();
-    let dev = SimFlash::new(p).unwrap();
+    let dev = match sim {
+        Some(o) => SimFlash::with_options(p, o).unwrap(),
+        None => SimFlash::new(p).unwrap(),
+    };
     let opts = FormatOptions {
         compression: algo,
         ..FormatOptions::default()
@@ -200,7 +216,11 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
     let maxlen = max_len_for(kind);
     // ENOSPC is a failure below NOSPACE_FLOOR of the room for files, allowing for the largest
     // write refused.
-    let room = room_for_files(blocks as u64, p.geometry.block_size() as u64);
+    // (Blocks that went bad are not room: the bound counts good blocks.)
+    let room_now = |fs: &Fs<SimFlash>| {
+        let good = blocks as u64 - fs.flash().grown_bad_blocks().len() as u64;
+        room_for_files(good, p.geometry.block_size() as u64)
+    };
     for step in 0..ops {
         let ctx = format!("{kind} seed {seed} step {step}");
         let nospace_before = nospace;
@@ -564,11 +584,13 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
             panic!("{ctx}: {e}");
         }
         if nospace > nospace_before {
+            let room = room_now(&fs);
             let held = m.stored_bytes();
             assert!(
                 (held + maxlen) as f64 >= room as f64 * NOSPACE_FLOOR,
-                "{ctx}: ENOSPC with {held} bytes stored, {:.1}% of the {room} bytes of room",
-                held as f64 * 100.0 / room as f64
+                "{ctx}: ENOSPC with {held} bytes stored, {:.1}% of the {room} bytes of room\n{}",
+                held as f64 * 100.0 / room as f64,
+                fs.debug_block_summary()
             );
         }
         if std::env::var("DFFS_MODEL_CHECK_EACH").is_ok() {
@@ -579,7 +601,7 @@ fn run_z(kind: &str, blocks: u32, seed: u64, ops: usize, algo: u8) -> usize {
     let dev = fs.unmount().unwrap();
     let mut fs = Fs::mount(dev, cfg).unwrap();
     check_all(&mut fs, &m, &format!("{kind} seed {seed} final remount"));
-    nospace
+    (nospace, fs.flash().stats())
 }
 
 fn trace() -> bool {
@@ -634,6 +656,47 @@ fn model_nor() {
     for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
         run("nor-qspi-16m", 32, 3000 + seed, ops);
     }
+}
+
+/// The model run on a device that misbehaves: transient bit flips (NAND; corrected, or
+/// uncorrectable and retried), programs and erases that fail (the block is swapped out or
+/// retired). None of it may show through the API: every result must equal the model's.
+/// (Stuck flips beyond the ECC are left to torture: they are real data loss, EIO by design.)
+fn run_faults(kind: &str, blocks: u32, base: u64, seeds: u64, ops: u64) -> Stats {
+    let seeds = env("DFFS_MODEL_SEEDS", seeds);
+    let ops = env("DFFS_MODEL_OPS", ops) as usize;
+    let nand = kind.starts_with("nand");
+    let mut all = Stats::default();
+    for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
+        let sim = SimOptions {
+            bitflip_rate: if nand { 3e-6 } else { 0.0 },
+            // NOR programs are small (a 64 KiB block takes hundreds): per program, its rate
+            // is lower, or the device dies within the run.
+            program_fail_rate: if nand { 1e-3 } else { 5e-5 },
+            erase_fail_rate: 2e-3,
+            ..SimOptions::seeded(base + seed)
+        };
+        let (_, st) = run_on(kind, blocks, base + seed, ops, 0, Some(sim));
+        all.corrected_reads += st.corrected_reads;
+        all.uncorrectable_reads += st.uncorrectable_reads;
+        all.program_failures += st.program_failures;
+        all.erase_failures += st.erase_failures;
+    }
+    eprintln!("{kind} with faults: {all:?}");
+    all
+}
+
+#[test]
+fn model_nand_slc_faults() {
+    let st = run_faults("nand-slc-128m", 40, 4000, 4, 600);
+    assert!(st.corrected_reads > 0, "{st:?}");
+    assert!(st.program_failures > 0 && st.erase_failures > 0, "{st:?}");
+}
+
+#[test]
+fn model_nor_faults() {
+    let st = run_faults("nor-qspi-16m", 32, 5000, 3, 500);
+    assert!(st.program_failures > 0 && st.erase_failures > 0, "{st:?}");
 }
 
 /// Runs the default number of seeds (or `DFFS_MODEL_SEEDS`) of `kind` with compression

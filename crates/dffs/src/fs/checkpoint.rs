@@ -114,7 +114,13 @@ impl<F: Flash> Fs<F> {
                 );
             }
             self.journal.drop_reservation();
-            self.checkpoint_inner(false)?;
+            // Until it is written nothing else may be: records journaled without it land in
+            // a journal no checkpoint leads to (a failed recovery checkpoint used to let the
+            // session go on, and everything it synced was lost at the next power cut).
+            if let Err(e) = self.checkpoint_inner(false) {
+                self.mount.need_recovery_cp = true;
+                return Err(e);
+            }
         }
         Ok(())
     }

@@ -316,6 +316,11 @@ impl<F: Flash> Store<F> {
         self.medium.flash
     }
 
+    /// The oldest block (logical) on the scrub list, left there.
+    pub fn peek_scrub_candidate(&self) -> Option<u32> {
+        self.medium.scrub.first().map(|&pb| self.phys(pb))
+    }
+
     /// The oldest block (logical) whose reads needed ECC correction or a retry, taken off the
     /// scrub list.
     pub fn take_scrub_candidate(&mut self) -> Option<u32> {

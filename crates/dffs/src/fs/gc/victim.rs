@@ -217,7 +217,17 @@ impl<F: Flash> Fs<F> {
 
     /// Chooses the next victim (scrub, wear leveling, then cost-benefit). False if none.
     pub(crate) fn pick_victim(&mut self, urgent: bool) -> bool {
-        while let Some(b) = self.store.take_scrub_candidate() {
+        while let Some(b) = self.store.peek_scrub_candidate() {
+            // Scrubbing copies the block's live data: without room for the copies it waits on
+            // the list, and collection that gives space back goes first (it used to take both
+            // of a collection's tries, so a device full of dead metadata said ENOSPC).
+            if b < self.store.block_count() {
+                let e = self.store.block(b);
+                if e.live > 0 && self.copies_now(e.kind()) && !self.copy_room_for(b) {
+                    break;
+                }
+            }
+            self.store.take_scrub_candidate();
             if b < self.store.block_count() {
                 let e = self.store.block(b);
                 // A block still open as a log head is closed first (as if it had filled up), so
