@@ -238,18 +238,43 @@ fn cuts_of_a_full_device_enospc_bounded() {
 /// - NOR full seed 2 cut 27187: an anchor replaced by a block whose data had been swapped to
 ///   another physical block; the mount, reading the anchor area before it knows the swaps,
 ///   missed every checkpoint written there (data CRC failures after a remount).
+/// - MLC (`--faults program`, 20 blocks) churn seed 1 cut 56, log seed 1 cut 651, full seed 1
+///   cut 1882: a failed upper-page program damaged its lower page, programmed a few pages
+///   earlier and not yet durable, and the bad-block swap copied the damage (`Corrupt`, `EIO`,
+///   corrupt tags); the head now keeps its last pages as programmed and the swap copies those.
 #[test]
 fn fault_torture_regression_cuts() {
-    let cases: [(&str, u32, Workload, u64, u64); 4] = [
-        ("nand-slc-128m", 24, Workload::Log, 2, 587),
-        ("nor-qspi-16m", 32, Workload::Full, 2, 12206),
-        ("nor-qspi-16m", 32, Workload::Full, 2, 18309),
-        ("nor-qspi-16m", 32, Workload::Full, 2, 27187),
+    let program_only = Faults {
+        program_fail_rate: Faults::standard(dffs::FlashKind::Nand).program_fail_rate,
+        ..Faults::NONE
+    };
+    let cases: [(&str, u32, Workload, u64, u64, Option<Faults>); 7] = [
+        ("nand-slc-128m", 24, Workload::Log, 2, 587, None),
+        ("nor-qspi-16m", 32, Workload::Full, 2, 12206, None),
+        ("nor-qspi-16m", 32, Workload::Full, 2, 18309, None),
+        ("nor-qspi-16m", 32, Workload::Full, 2, 27187, None),
+        (
+            "nand-mlc-1g",
+            20,
+            Workload::Churn,
+            1,
+            56,
+            Some(program_only),
+        ),
+        ("nand-mlc-1g", 20, Workload::Log, 1, 651, Some(program_only)),
+        (
+            "nand-mlc-1g",
+            20,
+            Workload::Full,
+            1,
+            1882,
+            Some(program_only),
+        ),
     ];
-    for (name, blocks, workload, seed, cut) in cases {
+    for (name, blocks, workload, seed, cut, faults) in cases {
         let kind = preset(name).unwrap().geometry.kind;
         let opts = Options {
-            faults: Faults::standard(kind),
+            faults: faults.unwrap_or(Faults::standard(kind)),
             ..options(name, blocks, workload, 100, seed)
         };
         if let Err(m) = dffs_torture::run_one(&opts, cut) {

@@ -9,6 +9,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::heads::{RecentPage, RECENT_PAGES};
 use super::medium::Medium;
 use super::{BlockState, Priority, Store};
 use crate::error::{Error, Result};
@@ -75,7 +76,7 @@ impl<F: Flash> Store<F> {
         if let Some(upto) = self.heads[h].failed_at {
             // An earlier program failed when there was no spare: swap now, before anything
             // else goes into the failing block.
-            self.swap_out_bad_block(logical, upto as u64)?;
+            self.swap_out_bad_block(h, logical, upto as u64)?;
             self.heads[h].failed_at = None;
             ppos = self.phys(logical) as u64 * bs + ppos % bs;
         }
@@ -83,11 +84,14 @@ impl<F: Flash> Store<F> {
         // the free pool runs out first (`ENOSPC` from the swap).
         for _attempt in 0..self.p.geometry.blocks {
             match self.medium.program(ppos, data, oob) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.remember_programmed(h, ppos % bs, data, oob);
+                    return Ok(());
+                }
                 Err(FlashError::PowerLoss) => return Err(Error::PowerLoss),
                 Err(FlashError::ProgramFailed) => {
                     let in_block = ppos % bs;
-                    if let Err(e) = self.swap_out_bad_block(logical, in_block) {
+                    if let Err(e) = self.swap_out_bad_block(h, logical, in_block) {
                         // The failed bytes may be half programmed: never program them again.
                         // The operation fails; the next program retries the swap.
                         self.heads[h].failed_at = Some(in_block as u32);
@@ -104,14 +108,44 @@ impl<F: Flash> Store<F> {
 
     /// Copies the programmed part (`[0, upto)`) of logical block `logical` to a spare block,
     /// swaps the two in the remap table, and retires the old physical block.
-    fn swap_out_bad_block(&mut self, logical: u32, upto: u64) -> Result<()> {
+    /// Paired-page NAND: records what was just programmed at `in_block` of head `h`'s block
+    /// (see [`Head::recent`](super::heads::Head)).
+    fn remember_programmed(&mut self, h: usize, in_block: u64, data: &[u8], oob: &[u8]) {
+        let g = self.p.geometry;
+        if g.kind != FlashKind::Nand || g.pairing == dffs_flash::PagePairing::None {
+            return;
+        }
+        let ps = g.page_size as u64;
+        let page = (in_block / ps) as u32;
+        let off = (in_block % ps) as usize;
+        let recent = &mut self.heads[h].recent;
+        if !recent.last().is_some_and(|r| r.page == page) {
+            if recent.len() >= RECENT_PAGES {
+                recent.remove(0);
+            }
+            recent.push(RecentPage {
+                page,
+                data: vec![0xFF; g.page_size as usize],
+                oob: vec![0xFF; g.oob_free_len as usize],
+            });
+        }
+        if let Some(r) = recent.last_mut() {
+            let n = data.len().min(r.data.len().saturating_sub(off));
+            r.data[off..off + n].copy_from_slice(&data[..n]);
+            let m = oob.len().min(r.oob.len());
+            r.oob[..m].copy_from_slice(&oob[..m]);
+        }
+    }
+
+    fn swap_out_bad_block(&mut self, h: usize, logical: u32, upto: u64) -> Result<()> {
         let g = self.p.geometry;
         let old_phys = self.phys(logical);
         // Spares that fail too are retired and the next one tried, as long as there are any.
         for _ in 0..self.p.geometry.blocks {
             let spare = self.alloc_block(LogKind::DataCold, Priority::Spare)?;
             let spare_phys = self.phys(spare);
-            let ok = self.copy_block_prefix(old_phys, spare_phys, upto)?;
+            let recent = self.heads[h].recent.clone();
+            let ok = self.copy_block_prefix(old_phys, spare_phys, upto, &recent)?;
             if !ok {
                 // The spare failed too: retire it and try another.
                 self.retire(spare);
@@ -160,7 +194,16 @@ impl<F: Flash> Store<F> {
     /// pages with their OOB before the page holding `upto`, then (NAND) the programmed prefix of
     /// that page with its tag, never the part whose program failed. Returns false if
     /// programming `to` failed.
-    fn copy_block_prefix(&mut self, from: u32, to: u32, upto: u64) -> Result<bool> {
+    ///
+    /// Pages in `recent` are copied from there, as they were programmed: a failed upper-page
+    /// program may have damaged its lower page on flash.
+    fn copy_block_prefix(
+        &mut self,
+        from: u32,
+        to: u32,
+        upto: u64,
+        recent: &[RecentPage],
+    ) -> Result<bool> {
         let g = self.p.geometry;
         let bs = g.block_size() as u64;
         let program = |m: &mut Medium<F>, pos: u64, d: &[u8], o: &[u8]| -> Result<bool> {
@@ -178,8 +221,17 @@ impl<F: Flash> Store<F> {
                 let mut data = vec![0u8; g.page_size as usize];
                 let mut oob = vec![0u8; g.oob_free_len as usize];
                 for i in 0..full_pages + (tail > 0) as u32 {
-                    self.medium
-                        .read_page(from * g.pages_per_block + i, 0, &mut data, &mut oob)?;
+                    if let Some(r) = recent.iter().find(|r| r.page == i) {
+                        data.copy_from_slice(&r.data);
+                        oob.copy_from_slice(&r.oob);
+                    } else {
+                        self.medium.read_page(
+                            from * g.pages_per_block + i,
+                            0,
+                            &mut data,
+                            &mut oob,
+                        )?;
+                    }
                     let len = if i == full_pages { tail } else { data.len() };
                     if data[..len].iter().all(|&b| b == 0xFF) && oob.iter().all(|&b| b == 0xFF) {
                         continue;

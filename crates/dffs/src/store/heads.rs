@@ -37,7 +37,24 @@ pub struct Head {
     /// then (no spare): the next program through this head swaps it out first, copying what
     /// lies before this offset. Nothing is ever programmed into the failed block again.
     pub(super) failed_at: Option<u32>,
+    /// Paired-page NAND: the last pages programmed in the block, as programmed. A failing
+    /// program of an upper page can destroy its lower page, programmed a few pages earlier and
+    /// not yet durable (durable lower pages never get their upper page programmed); the
+    /// bad-block swap copies these instead of reading back what may be damaged.
+    pub(super) recent: Vec<RecentPage>,
 }
+
+/// A page of a head's block as it was programmed (data area and free OOB bytes).
+#[derive(Clone, Debug)]
+pub(super) struct RecentPage {
+    /// Page index in the block.
+    pub(super) page: u32,
+    pub(super) data: Vec<u8>,
+    pub(super) oob: Vec<u8>,
+}
+
+/// Pages a head remembers on paired-page NAND: the pairing reaches back three pages.
+pub(super) const RECENT_PAGES: usize = 4;
 
 impl Head {
     /// A head without a block.
@@ -51,6 +68,7 @@ impl Head {
             programmed: 0,
             protected: 0,
             failed_at: None,
+            recent: Vec::new(),
         }
     }
 
@@ -112,7 +130,16 @@ impl Heads {
 
     /// RAM held by the heads' page buffers.
     pub fn ram_bytes(&self) -> usize {
-        self.heads.iter().map(|h| h.buf.capacity()).sum()
+        self.heads
+            .iter()
+            .map(|h| {
+                h.buf.capacity()
+                    + h.recent
+                        .iter()
+                        .map(|r| r.data.capacity() + r.oob.capacity())
+                        .sum::<usize>()
+            })
+            .sum()
     }
 }
 
