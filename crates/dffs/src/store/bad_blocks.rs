@@ -119,7 +119,7 @@ impl<F: Flash> Store<F> {
         let page = (in_block / ps) as u32;
         let off = (in_block % ps) as usize;
         let recent = &mut self.heads[h].recent;
-        if !recent.last().is_some_and(|r| r.page == page) {
+        if recent.last().is_none_or(|r| r.page != page) {
             if recent.len() >= RECENT_PAGES {
                 recent.remove(0);
             }
