@@ -396,17 +396,17 @@ pub fn write<F: Flash>(
     // a failed start of a block retires it and starts in a free block of the anchor area.
     // Each retry takes the next checkpoint number: the failed attempt may have left a valid
     // first copy behind (naming the old anchor pair), and a mount must find the retry newer.
-    let mut cp = cp.clone();
+    let mut number = cp.cp_number;
     for _ in 0..ANCHOR_AREA + 2 {
-        if write_at(st, &cp, anchor, slot)? {
-            st.set_cp_number(cp.cp_number);
+        if write_at(st, cp, number, anchor, slot)? {
+            st.set_cp_number(number);
             return Ok(AnchorPos {
                 anchor,
                 slot,
                 may_append: true,
             });
         }
-        cp.cp_number += 1;
+        number += 1;
         if slot != 0 {
             anchor = 1 - anchor;
             slot = 0;
@@ -438,11 +438,12 @@ fn replace_anchor<F: Flash>(st: &mut Store<F>, anchor: usize) -> Result<()> {
     Ok(())
 }
 
-/// Writes the two copies of `cp` at `slot` of anchor `anchor` (erasing the block first at slot
-/// 0). False when the device refused the erase or a program.
+/// Writes the two copies of `cp`, numbered `number`, at `slot` of anchor `anchor` (erasing the
+/// block first at slot 0). False when the device refused the erase or a program.
 fn write_at<F: Flash>(
     st: &mut Store<F>,
     cp: &Checkpoint,
+    number: u64,
     anchor: usize,
     slot: u32,
 ) -> Result<bool> {
@@ -458,6 +459,7 @@ fn write_at<F: Flash>(
     // The parameters name the anchors, which may have just changed.
     let mut cp = cp.clone();
     cp.params = p;
+    cp.cp_number = number;
     let bytes = cp.encode().finish(st.seq(), p.unit());
     st.set_seq(st.seq() + 1);
     if bytes.len() > p.cp_slot as usize {

@@ -73,11 +73,11 @@ impl<F: Flash> Store<F> {
         let hd = &mut self.heads[h];
         hd.programmed = hd.programmed.max(last_page as u32 + 1);
         let logical = self.heads[h].block;
-        if let Some(upto) = self.heads[h].failed_at {
+        if let Some(upto) = self.heads[h].failed_at() {
             // An earlier program failed when there was no spare: swap now, before anything
             // else goes into the failing block.
             self.swap_out_bad_block(h, logical, upto as u64)?;
-            self.heads[h].failed_at = None;
+            self.heads[h].fault_mut().failed_at = None;
             ppos = self.phys(logical) as u64 * bs + ppos % bs;
         }
         // Each failure retires a block, so the attempts are bounded by the device; in practice
@@ -94,7 +94,7 @@ impl<F: Flash> Store<F> {
                     if let Err(e) = self.swap_out_bad_block(h, logical, in_block) {
                         // The failed bytes may be half programmed: never program them again.
                         // The operation fails; the next program retries the swap.
-                        self.heads[h].failed_at = Some(in_block as u32);
+                        self.heads[h].fault_mut().failed_at = Some(in_block as u32);
                         return Err(e);
                     }
                     let np = self.phys(logical);
@@ -118,7 +118,7 @@ impl<F: Flash> Store<F> {
         let ps = g.page_size as u64;
         let page = (in_block / ps) as u32;
         let off = (in_block % ps) as usize;
-        let recent = &mut self.heads[h].recent;
+        let recent = &mut self.heads[h].fault_mut().recent;
         if recent.last().is_none_or(|r| r.page != page) {
             if recent.len() >= RECENT_PAGES {
                 recent.remove(0);
@@ -144,7 +144,7 @@ impl<F: Flash> Store<F> {
         for _ in 0..self.p.geometry.blocks {
             let spare = self.alloc_block(LogKind::DataCold, Priority::Spare)?;
             let spare_phys = self.phys(spare);
-            let recent = self.heads[h].recent.clone();
+            let recent = self.heads[h].recent().to_vec();
             let ok = self.copy_block_prefix(old_phys, spare_phys, upto, &recent)?;
             if !ok {
                 // The spare failed too: retire it and try another.

@@ -6,6 +6,7 @@
 //! barrier. It must never decide what goes into a log: the writers in `write.rs` place nodes,
 //! and the file system decides when a head is flushed.
 
+use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -33,6 +34,14 @@ pub struct Head {
     /// Pages of the block programmed before the last durability barrier (see
     /// [`Store::barrier`]): on paired-page NAND their upper pages are never programmed.
     pub(super) protected: u32,
+    /// What a head needs only after a program failed or on paired-page NAND (boxed: a head
+    /// on NOR or SLC that never failed carries a pointer, not the fields).
+    pub(super) fault: Option<Box<HeadFaultState>>,
+}
+
+/// Per-head state for program failures (see [`Head::fault`]).
+#[derive(Clone, Debug, Default)]
+pub(super) struct HeadFaultState {
     /// A program at this offset of the block failed and the block could not be swapped out
     /// then (no spare): the next program through this head swaps it out first, copying what
     /// lies before this offset. Nothing is ever programmed into the failed block again.
@@ -42,6 +51,23 @@ pub struct Head {
     /// not yet durable (durable lower pages never get their upper page programmed); the
     /// bad-block swap copies these instead of reading back what may be damaged.
     pub(super) recent: Vec<RecentPage>,
+}
+
+impl Head {
+    /// The offset of a failed program not yet swapped out.
+    pub(super) fn failed_at(&self) -> Option<u32> {
+        self.fault.as_ref().and_then(|f| f.failed_at)
+    }
+
+    /// The pages remembered on paired-page NAND.
+    pub(super) fn recent(&self) -> &[RecentPage] {
+        self.fault.as_ref().map_or(&[], |f| &f.recent)
+    }
+
+    /// The fault state, created on first use.
+    pub(super) fn fault_mut(&mut self) -> &mut HeadFaultState {
+        self.fault.get_or_insert_with(Default::default)
+    }
 }
 
 /// A page of a head's block as it was programmed (data area and free OOB bytes).
@@ -67,8 +93,7 @@ impl Head {
             buf_prog: 0,
             programmed: 0,
             protected: 0,
-            failed_at: None,
-            recent: Vec::new(),
+            fault: None,
         }
     }
 
@@ -134,10 +159,13 @@ impl Heads {
             .iter()
             .map(|h| {
                 h.buf.capacity()
-                    + h.recent
-                        .iter()
-                        .map(|r| r.data.capacity() + r.oob.capacity())
-                        .sum::<usize>()
+                    + h.fault.as_ref().map_or(0, |f| {
+                        core::mem::size_of::<HeadFaultState>()
+                            + f.recent
+                                .iter()
+                                .map(|r| r.data.capacity() + r.oob.capacity())
+                                .sum::<usize>()
+                    })
             })
             .sum()
     }
