@@ -396,8 +396,8 @@ pub fn write<F: Flash>(
     // a failed start of a block retires it and starts in a free block of the anchor area.
     // Each retry takes the next checkpoint number: the failed attempt may have left a valid
     // first copy behind (naming the old anchor pair), and a mount must find the retry newer.
-    let mut number = cp.cp_number;
-    for _ in 0..ANCHOR_AREA + 2 {
+    let attempts = cp.cp_number..cp.cp_number + ANCHOR_AREA as u64 + 2;
+    for number in attempts {
         if write_at(st, cp, number, anchor, slot)? {
             st.set_cp_number(number);
             return Ok(AnchorPos {
@@ -406,7 +406,6 @@ pub fn write<F: Flash>(
                 may_append: true,
             });
         }
-        number += 1;
         if slot != 0 {
             anchor = 1 - anchor;
             slot = 0;
