@@ -480,3 +480,39 @@ fn synced_files_survive_transient_bit_flips_over_20_seeds() {
     assert!(uncorrectable >= 20, "{uncorrectable} uncorrectable reads");
     assert!(erases >= 20 * 32, "{erases} erases");
 }
+
+/// After a power cut the mount owes a recovery checkpoint (the journal starts over with it)
+/// before anything else is written. When that checkpoint fails (here: no block of the anchor
+/// area erases, so it cannot be recorded), later writes must fail too, or be durable once
+/// synced. They used to succeed, and what a sync had made "durable" was gone after the next
+/// power cut (they were journaled where no checkpoint leads).
+#[test]
+fn writes_after_a_failed_recovery_checkpoint_fail_or_last() {
+    let mut fs = Fs::mount(device(24, SimOptions::seeded(13)), Config::default()).unwrap();
+    let before = content(1, 5_000);
+    let before_ino = write_file(&mut fs, "before", &before);
+    let mut dev = fs.into_flash();
+    for b in 0..8 {
+        dev.fail_next_erase_of(b).unwrap();
+    }
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    assert_eq!(
+        fs.mkdir(ROOT_INO, b"d1", 0o755, 0, 0).map(|_| ()),
+        Err(Error::Io),
+        "the recovery checkpoint cannot be written"
+    );
+    let d2 = fs.mkdir(ROOT_INO, b"d2", 0o755, 0, 0).map(|_| ());
+    let f3 = fs.create(ROOT_INO, b"f3", 0o644, 0, 0).map(|_| ());
+    fs.sync().unwrap();
+    // Power cut: whatever succeeded and was synced must be there.
+    let mut fs = Fs::mount(fs.into_flash(), Config::default()).unwrap();
+    assert_eq!(read_range(&mut fs, before_ino, 0, 6_000).unwrap(), before);
+    if d2.is_ok() {
+        assert!(fs.lookup(ROOT_INO, b"d2").is_ok(), "synced mkdir lost");
+    }
+    if f3.is_ok() {
+        assert!(fs.lookup(ROOT_INO, b"f3").is_ok(), "synced create lost");
+    }
+    let rep = fs.fsck().unwrap();
+    assert!(rep.is_clean(), "{:?}", rep.errors);
+}
