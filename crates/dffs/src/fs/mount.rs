@@ -193,18 +193,8 @@ impl<F: Flash> Fs<F> {
             }
         }
         self.store.load_table(blocks);
-        // A block swapped out while the checkpoint was written (after its table was copied) is
-        // in its remap list but not in its table: the spare's logical number is bad, whatever
-        // the table says (it lives on the failed physical block).
-        for r in cp.remaps.iter() {
-            let e = self.store.block(r.physical);
-            if r.logical != r.physical && e.state() != BlockState::Bad {
-                self.store.set_block(
-                    r.physical,
-                    BlockInfo::new(BlockState::Bad, LogKind::DataHot, e.ec, 0, e.age()),
-                );
-            }
-        }
+        // (find_newest set the checkpoint's remaps.)
+        self.store.mark_remapped_spares_bad();
         self.cp.table_pages = cp.bt_pages.clone();
         // Heads as the checkpoint left them; any other block still marked as a head was closed
         // after the table was written.

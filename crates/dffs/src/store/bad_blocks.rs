@@ -106,10 +106,8 @@ impl<F: Flash> Store<F> {
         Err(Error::Io)
     }
 
-    /// Copies the programmed part (`[0, upto)`) of logical block `logical` to a spare block,
-    /// swaps the two in the remap table, and retires the old physical block.
     /// Paired-page NAND: records what was just programmed at `in_block` of head `h`'s block
-    /// (see [`Head::recent`](super::heads::Head)).
+    /// (see [`HeadFaultState::recent`](super::heads::HeadFaultState)).
     fn remember_programmed(&mut self, h: usize, in_block: u64, data: &[u8], oob: &[u8]) {
         let g = self.p.geometry;
         if g.kind != FlashKind::Nand || g.pairing == dffs_flash::PagePairing::None {
@@ -120,14 +118,21 @@ impl<F: Flash> Store<F> {
         let off = (in_block % ps) as usize;
         let recent = &mut self.heads[h].fault_mut().recent;
         if recent.last().is_none_or(|r| r.page != page) {
-            if recent.len() >= RECENT_PAGES {
-                recent.remove(0);
-            }
-            recent.push(RecentPage {
-                page,
-                data: vec![0xFF; g.page_size as usize],
-                oob: vec![0xFF; g.oob_free_len as usize],
-            });
+            // A new page: the oldest one's buffers are reused once the ring is full.
+            let r = if recent.len() >= RECENT_PAGES {
+                let mut r = recent.remove(0);
+                r.page = page;
+                r.data.fill(0xFF);
+                r.oob.fill(0xFF);
+                r
+            } else {
+                RecentPage {
+                    page,
+                    data: vec![0xFF; g.page_size as usize],
+                    oob: vec![0xFF; g.oob_free_len as usize],
+                }
+            };
+            recent.push(r);
         }
         if let Some(r) = recent.last_mut() {
             let n = data.len().min(r.data.len().saturating_sub(off));
@@ -137,14 +142,16 @@ impl<F: Flash> Store<F> {
         }
     }
 
+    /// Copies the programmed part (`[0, upto)`) of logical block `logical` (head `h`'s) to a
+    /// spare block, swaps the two in the remap table, and retires the old physical block.
     fn swap_out_bad_block(&mut self, h: usize, logical: u32, upto: u64) -> Result<()> {
         let g = self.p.geometry;
         let old_phys = self.phys(logical);
+        let recent = self.heads[h].recent().to_vec();
         // Spares that fail too are retired and the next one tried, as long as there are any.
         for _ in 0..self.p.geometry.blocks {
             let spare = self.alloc_block(LogKind::DataCold, Priority::Spare)?;
             let spare_phys = self.phys(spare);
-            let recent = self.heads[h].recent().to_vec();
             let ok = self.copy_block_prefix(old_phys, spare_phys, upto, &recent)?;
             if !ok {
                 // The spare failed too: retire it and try another.

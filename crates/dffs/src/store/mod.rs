@@ -427,11 +427,34 @@ impl<F: Flash> Store<F> {
         if logical != physical {
             self.remaps.push(Remap { logical, physical });
         }
+        self.mark_swapped_spare_bad(physical);
+    }
+
+    /// The logical block numbered `physical` of a swap lives on the failed physical block: bad,
+    /// whatever the table said (erase count kept).
+    fn mark_swapped_spare_bad(&mut self, physical: u32) {
         let e = self.table.get(physical);
-        self.table.set(
-            physical,
-            BlockInfo::new(BlockState::Bad, LogKind::DataHot, e.ec, 0, 0),
-        );
+        if e.state() != BlockState::Bad {
+            self.table.set(
+                physical,
+                BlockInfo::new(BlockState::Bad, LogKind::DataHot, e.ec, 0, 0),
+            );
+        }
+    }
+
+    /// After loading a checkpoint's table: every swap in the remap list makes its spare's
+    /// logical number bad, also a swap made while that checkpoint was written (after its table
+    /// was copied), which the table does not show.
+    pub fn mark_remapped_spares_bad(&mut self) {
+        let spares: Vec<u32> = self
+            .remaps
+            .iter()
+            .filter(|r| r.logical != r.physical)
+            .map(|r| r.physical)
+            .collect();
+        for p in spares {
+            self.mark_swapped_spare_bad(p);
+        }
     }
 
     /// Before the next program of any kind, node `nb` goes into log `kind`, one page after
