@@ -55,7 +55,12 @@ impl<F: Flash> Fs<F> {
     /// Blocks a checkpoint may have to allocate if it were taken now: for each metadata head,
     /// the bytes the checkpoint would write there beyond the room left in its open block; plus
     /// the journal's next block and one block of slack (nodes do not fill blocks exactly).
-    fn cp_need_blocks(&self) -> u32 {
+    pub(crate) fn cp_need_blocks(&self) -> u32 {
+        self.cp_need().0
+    }
+
+    /// [`Fs::cp_need_blocks`], and the bytes of nodes the checkpoint would write.
+    fn cp_need(&self) -> (u32, u64) {
         let p = self.store.p();
         let fanout = p.index_fanout();
         let mut inodes = 0u64;
@@ -70,48 +75,128 @@ impl<F: Flash> Fs<F> {
                 index_nodes += fold_nodes(&n.content, fanout, n.content.depth as u32 + 1);
             }
         }
-        let bt_pages = p.geometry.blocks.div_ceil(p.bt_entries()) as u64;
-        // Bytes per log: (kind, bytes). Nodes are at most a page on NAND, so a block takes
-        // whole nodes up to its last page.
+        // Every block-table page: one operation may change a record in each (a write
+        // allocates blocks all over the table), and the checkpoint's own writes change more.
+        // (A checkpoint writes only the changed ones; this is the room it may need.)
+        let bt_pages = self.store.bt_page_count() as u64;
+        // Bytes per log: (kind, bytes, node size). A block takes whole nodes up to its last
+        // page (NAND) or program unit (NOR): 4 KiB NOR sectors hold three 1 KiB nodes, not four.
         let logs = [
-            (LogKind::Inode, inodes * p.dir_page as u64),
+            (LogKind::Inode, inodes * p.dir_page as u64, p.dir_page),
             (
                 LogKind::Dir,
                 self.dirs.dirty_count() as u64 * p.dir_page as u64,
+                p.dir_page,
             ),
             (
                 LogKind::Map,
                 (self.map.dirty_pages() as u64 + self.map.depth as u64 + 1 + bt_pages)
                     * p.map_page as u64,
+                p.map_page,
             ),
-            (LogKind::Index, index_nodes * p.index_node as u64),
+            (
+                LogKind::Index,
+                index_nodes * p.index_node as u64,
+                p.index_node,
+            ),
         ];
-        let mut per_head = [0u64; crate::format::params::MAX_HEADS];
-        for (kind, bytes) in logs {
-            per_head[p.head_of(kind)] += bytes;
+        let mut per_head = [(0u64, 1u32); crate::format::params::MAX_HEADS];
+        for (kind, bytes, node) in logs {
+            let h = &mut per_head[p.head_of(kind)];
+            h.0 += bytes;
+            h.1 = h.1.max(p.align(node));
         }
         let bs = p.geometry.block_size() as u64;
-        let usable = (bs - p.geometry.page_size as u64).max(1);
+        let tail = match p.geometry.kind {
+            dffs_flash::FlashKind::Nand => p.geometry.page_size as u64,
+            dffs_flash::FlashKind::Nor => p.unit() as u64,
+        };
+        let total: u64 = per_head.iter().map(|h| h.0).sum();
         let mut blocks = 0u64;
         for kind in [LogKind::Inode, LogKind::Dir, LogKind::Map, LogKind::Index] {
             let h = p.head_of(kind);
-            let need = core::mem::take(&mut per_head[h]);
-            let room = self.store.head_room(kind) as u64;
+            let (need, node) = core::mem::take(&mut per_head[h]);
+            let node = node.max(1) as u64;
+            let usable = ((bs.saturating_sub(tail) / node) * node).max(1);
+            let room = self.store.head_room(kind) as u64 / node * node;
             if need > room {
                 blocks += (need - room).div_ceil(usable);
             }
         }
-        blocks as u32 + 2
+        (blocks as u32 + 2, total)
+    }
+
+    /// Blocks the inode and index heads would have to open for `inode_bytes` and
+    /// `index_bytes` more of their nodes (beyond the room left in their open blocks).
+    pub(crate) fn meta_blocks(&self, inode_bytes: u64, index_bytes: u64) -> u32 {
+        let p = self.store.p();
+        let bs = p.geometry.block_size() as u64;
+        let tail = match p.geometry.kind {
+            dffs_flash::FlashKind::Nand => p.geometry.page_size as u64,
+            dffs_flash::FlashKind::Nor => p.unit() as u64,
+        };
+        let mut need = [(0u64, 1u64); crate::format::params::MAX_HEADS];
+        for (kind, bytes, node) in [
+            (LogKind::Inode, inode_bytes, p.dir_page),
+            (LogKind::Index, index_bytes, p.index_node),
+        ] {
+            let h = &mut need[p.head_of(kind)];
+            h.0 += bytes;
+            h.1 = h.1.max(p.align(node) as u64);
+        }
+        let mut blocks = 0u64;
+        for kind in [LogKind::Inode, LogKind::Index] {
+            let (bytes, node) = core::mem::take(&mut need[p.head_of(kind)]);
+            let node = node.max(1);
+            let usable = ((bs.saturating_sub(tail) / node) * node).max(1);
+            let room = self.store.head_room(kind) as u64 / node * node;
+            if bytes > room {
+                blocks += (bytes - room).div_ceil(usable);
+            }
+        }
+        blocks as u32
     }
 
     /// Sets the store's allocation floors from the checkpoint's current need (see the module
     /// comment).
     pub(crate) fn refresh_floors(&mut self) {
-        let k = self.cp_need_blocks();
+        let (k, cp_bytes) = self.cp_need();
         let spares = self.store.p().bad_reserve;
         let log = k + spares;
-        let user = (self.store.p().gc_reserve + spares).max(log + 1);
+        let user = (self.store.p().gc_reserve + spares).max(log + 1 + self.gc_headroom(cp_bytes));
         self.store.set_floors(k, log, user);
+    }
+
+    /// Free blocks above the copy floor that garbage collection needs to gain more than a
+    /// checkpoint costs: collected blocks come back only at a checkpoint, which writes `C`
+    /// bytes (`cp_bytes`, at most, and a journal page), and collecting a victim that is `u`
+    /// live gains `1 − u` block for `u` block of copies. So between two checkpoints the copies
+    /// need room for `C · u / (1 − u)` bytes, `u` being the least-live closed block's among
+    /// those whose collection copies (metadata blocks are rewritten by the checkpoint).
+    /// (Without it a small-block device stalled with its free pool at the copy floor: every
+    /// checkpoint released what it cost and collection could copy nothing: `ENOSPC` with 40%
+    /// of the device dead, 4 KiB NOR sectors.) At most an eighth of the device.
+    fn gc_headroom(&self, cp_bytes: u64) -> u32 {
+        let p = self.store.p();
+        let bs = p.geometry.block_size() as u64;
+        let (mut min_live, mut dead) = (bs, 0u64);
+        for (_, e) in self.store.blocks() {
+            if e.state() == BlockState::Used
+                && e.kind() != LogKind::Journal
+                && self.copies_now(e.kind())
+            {
+                let live = (e.live as u64).min(bs);
+                min_live = min_live.min(live);
+                dead += bs - live;
+            }
+        }
+        let min_live = min_live.min(bs - bs / 32);
+        // What a checkpoint writes, and the journal page it starts.
+        let cost = cp_bytes + p.geometry.page_size as u64;
+        let h = (cost * min_live).div_ceil((bs - min_live) * bs);
+        // Never more than the dead space collection could win back (a device full of live
+        // data gains nothing from the room), nor an eighth of the device.
+        (h.min(dead / bs) as u32).min(self.store.block_count() / 8)
     }
 
     /// (usable bytes, bytes that can still be written).
@@ -165,6 +250,25 @@ impl<F: Flash> Fs<F> {
     /// as needed. Admitting new data asks at [`Priority::User`]; writing back data that was
     /// admitted asks at [`Priority::Log`] (its room was counted when it was admitted).
     pub(crate) fn ensure_blocks(&mut self, n: u32, prio: Priority) -> Result<()> {
+        if prio == Priority::Log {
+            // Write-back first tries to stay above the user floor, which leaves collection
+            // its room to copy (see `gc_headroom`): write-back that took that room (admitted
+            // writes that needed more than estimated) left a small-block device where
+            // collection could copy nothing and every checkpoint cost what it released (a
+            // 64 KiB write on 4 KiB NOR sectors failed with 40% of the device dead). When a
+            // few rounds cannot make the room, the admitted data may take it.
+            let soft = self.make_room_rounds(
+                |fs| {
+                    let floor = fs.store.reserve_blocks();
+                    (fs.store.free_blocks() >= floor + n.max(1), false)
+                },
+                8,
+            );
+            match soft {
+                Ok(()) | Err(Error::NoSpace) => {}
+                Err(e) => return Err(e),
+            }
+        }
         self.make_room(|fs| {
             let floor = match prio {
                 Priority::User => fs.store.reserve_blocks(),
@@ -199,6 +303,15 @@ impl<F: Flash> Fs<F> {
     /// cannot help (`.1`: `NoSpace` at once). A checkpoint is taken when it gives back more
     /// blocks than it costs, or when collection cannot go on without one.
     fn make_room(&mut self, check: impl Fn(&Self) -> (bool, bool)) -> Result<()> {
+        self.make_room_rounds(check, 4 * self.store.p().geometry.blocks + 16)
+    }
+
+    /// [`Fs::make_room`] giving up (`NoSpace`) after `max_rounds` rounds.
+    fn make_room_rounds(
+        &mut self,
+        check: impl Fn(&Self) -> (bool, bool),
+        max_rounds: u32,
+    ) -> Result<()> {
         let mut rounds = 0u32;
         loop {
             self.refresh_floors();
@@ -207,7 +320,7 @@ impl<F: Flash> Fs<F> {
                 return Ok(());
             }
             rounds += 1;
-            if rounds > 4 * self.store.p().geometry.blocks + 16 {
+            if rounds > max_rounds {
                 return Err(Error::NoSpace);
             }
             let can_cp = self.txn.open.is_none() && !self.mount.replaying;

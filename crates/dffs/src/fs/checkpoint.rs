@@ -9,11 +9,13 @@
 use crate::checkpoint::{self, Checkpoint, CP_CLEAN};
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
+use crate::format::codec::crc32c;
 use crate::format::node::{NodeBuilder, NodeType};
 use crate::format::params::{Addr, LogKind, MAX_HEADS};
 use crate::fs::Fs;
 use crate::index::inode_map::MapEntry;
 use crate::store::{BlockInfo, BlockState, Priority};
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 use dffs_flash::Flash;
 
@@ -197,43 +199,16 @@ impl<F: Flash> Fs<F> {
         if !jhead.is_open() || self.journal.next() == u32::MAX || low_room {
             self.journal.restart(&mut self.store)?;
         }
-        // 5. Block table (provisional data of uncommitted overlays does not count as live in
-        //    the durable table: after a power cut it is garbage).
+        // 5. Block table: the pages whose records changed since they were last written
+        //    (and any page no checkpoint has written yet). The records on flash count neither
+        //    the provisional data of uncommitted overlays (after a power cut it is garbage) nor
+        //    the block-table pages themselves (`account_bt_page`): so a record does not change
+        //    when a block-table page moves into or out of its block, and writing the table
+        //    does not make it dirty again. A page with provisional data stays dirty: its
+        //    records on flash differ from the ones in RAM.
+        self.write_block_table()?;
         let p = self.store.p();
-        // The block-table pages must not allocate a block after the table is copied.
-        let bt_count = p.geometry.blocks.div_ceil(p.bt_entries());
-        self.store
-            .ensure_room(LogKind::Map, bt_count, p.map_page, Priority::Reserve)?;
-        #[cfg(debug_assertions)]
-        if let Err(e) = self.debug_check_blocks() {
-            panic!("before serializing the block table: {e}");
-        }
-        let mut table: Vec<BlockInfo> = self.store.table_snapshot();
-        self.subtract_provisional(&mut table);
-        // Blocks emptied by GC stay pending in the durable table: a power cut before this
-        // checkpoint completes still needs them. Once written, they become free.
-        let per = p.bt_entries();
-        let old_pages = core::mem::take(&mut self.cp.table_pages);
-        let mut new_pages = Vec::new();
         let nblocks = p.geometry.blocks;
-        let mut first = 0;
-        while first < nblocks {
-            let n = per.min(nblocks - first);
-            let mut nb = NodeBuilder::new(NodeType::BlockTable, 0, 0, p.map_page as usize);
-            nb.w.u32(first).u32(n);
-            for b in first..first + n {
-                table[b as usize].encode(&mut nb.w);
-            }
-            let cur = nb.w.len() as u32;
-            nb.w.fill(0, (p.map_page - cur) as usize);
-            let a = self.store.write_node(LogKind::Map, nb, Priority::Reserve)?;
-            // Block-table pages are not counted live: each checkpoint rewrites them.
-            self.store.kill(a, p.align(p.map_page));
-            new_pages.push(a);
-            first += n;
-        }
-        self.cp.table_pages = new_pages;
-        let _ = old_pages;
         // 6. Everything referenced must be on flash.
         self.store.flush_all()?;
         let jhead = self.store.head(LogKind::Journal);
@@ -270,13 +245,14 @@ impl<F: Flash> Fs<F> {
         self.store.barrier();
         self.store.set_cp_number(self.store.cp_number() + 1);
         self.counts.checkpoints += 1;
-        // 7. What the previous checkpoint needed is free now.
+        // 7. What the previous checkpoint needed is free now. (Its record need not be
+        //    rewritten: a mount reads a pending block or a dead journal block as free.)
         for b in 0..nblocks {
             let e = self.store.block(b);
             let state = e.state();
             let dead_journal = state == BlockState::Used && e.kind() == LogKind::Journal;
             if state == BlockState::PendingErase || dead_journal {
-                self.store.set_block(
+                self.store.set_block_unchanged(
                     b,
                     BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age()),
                 );
@@ -289,7 +265,9 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
-    fn subtract_provisional(&mut self, table: &mut [BlockInfo]) {
+    /// Bytes of provisional data (open updates' blocks, not yet committed) per block, sorted by
+    /// block.
+    fn provisional_bytes(&mut self) -> Vec<(u32, u32)> {
         let p = self.store.p();
         let stride = p.stride();
         let mut provisional: Vec<Addr> = Vec::new();
@@ -302,14 +280,124 @@ impl<F: Flash> Fs<F> {
                 }
             }
         }
+        let mut per_block: BTreeMap<u32, u32> = BTreeMap::new();
         for a in provisional {
             if let Some((at, len)) = self.data_extent(a) {
-                let blk = p.block_of(at) as usize;
-                if let Some(e) = table.get_mut(blk) {
-                    e.live = e.live.saturating_sub(len);
+                let e = per_block.entry(p.block_of(at)).or_insert(0);
+                *e = e.saturating_add(len);
+            }
+        }
+        per_block.into_iter().collect()
+    }
+
+    /// Writes the block-table pages a checkpoint needs (see step 5 of `write_checkpoint`) and
+    /// updates `cp.table_pages`. Allocates no block after its first page is written: the
+    /// blocks the pages go to are opened first, so every record written is final.
+    fn write_block_table(&mut self) -> Result<()> {
+        let p = self.store.p();
+        let per = p.bt_entries();
+        let nblocks = p.geometry.blocks;
+        let count = self.store.bt_page_count();
+        let len = p.align(p.map_page);
+        self.cp.table_pages.resize(count as usize, Addr::NONE);
+        let prov = self.provisional_bytes();
+        let prov_pages: BTreeSet<u32> = prov.iter().map(|&(b, _)| b / per).collect();
+        let last_prov = core::mem::take(&mut self.cp.provisional_pages);
+        let wanted = |fs: &Self| -> Vec<u32> {
+            (0..count)
+                .filter(|&i| {
+                    fs.store.bt_page_dirty(i)
+                        || fs.cp.table_pages[i as usize].is_none()
+                        || prov_pages.contains(&i)
+                        || last_prov.iter().any(|x| x.0 == i)
+                })
+                .collect()
+        };
+        // Opening blocks for the pages changes records (maybe of pages not in the list yet).
+        let mut todo = wanted(self);
+        loop {
+            let r = self.store.ensure_room(
+                LogKind::Map,
+                todo.len() as u32,
+                p.map_page,
+                Priority::Reserve,
+            );
+            if let Err(e) = r {
+                self.cp.provisional_pages = last_prov;
+                return Err(e);
+            }
+            let again = wanted(self);
+            if again.len() <= todo.len() {
+                todo = again;
+                break;
+            }
+            todo = again;
+        }
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.debug_check_blocks() {
+            panic!("before serializing the block table: {e}");
+        }
+        // Block-table pages per block (the current list, updated as pages are replaced).
+        let mut bt_in: BTreeMap<u32, u32> = BTreeMap::new();
+        for a in self.cp.table_pages.iter().filter(|a| !a.is_none()) {
+            *bt_in.entry(p.block_of(*a)).or_insert(0) += 1;
+        }
+        let mut now_prov: Vec<(u32, u32)> = Vec::new();
+        for i in todo {
+            let was_dirty = self.store.bt_page_dirty(i);
+            self.store.clear_bt_page(i);
+            let first = i * per;
+            let n = per.min(nblocks - first);
+            let mut nb = NodeBuilder::new(NodeType::BlockTable, 0, 0, p.map_page as usize);
+            nb.w.u32(first).u32(n);
+            for b in first..first + n {
+                let mut e = self.store.block(b);
+                let own = bt_in.get(&b).copied().unwrap_or(0) * len;
+                let pv = prov
+                    .binary_search_by_key(&b, |x| x.0)
+                    .map(|k| prov[k].1)
+                    .unwrap_or(0);
+                e.live = e.live.saturating_sub(own).saturating_sub(pv);
+                e.encode(&mut nb.w);
+            }
+            let cur = nb.w.len() as u32;
+            nb.w.fill(0, (p.map_page - cur) as usize);
+            if prov_pages.contains(&i) {
+                let crc = crc32c(&nb.w.buf);
+                now_prov.push((i, crc));
+                // Written last time with the same records (an update that stays open across
+                // checkpoints): nothing to write.
+                if !was_dirty && last_prov.contains(&(i, crc)) {
+                    continue;
+                }
+            }
+            let a = match self
+                .store
+                .write_node_uncredited(LogKind::Map, nb, Priority::Reserve)
+            {
+                Ok(a) => a,
+                Err(e) => {
+                    // Not written: its records still differ from the page on flash (and
+                    // every page written with provisional data may differ too).
+                    self.store.mark_bt_page(i);
+                    for &(k, _) in last_prov.iter().chain(now_prov.iter()) {
+                        self.store.mark_bt_page(k);
+                    }
+                    return Err(e);
+                }
+            };
+            self.store.account_bt_page(a, true);
+            *bt_in.entry(p.block_of(a)).or_insert(0) += 1;
+            let old = core::mem::replace(&mut self.cp.table_pages[i as usize], a);
+            if !old.is_none() {
+                self.store.account_bt_page(old, false);
+                if let Some(c) = bt_in.get_mut(&p.block_of(old)) {
+                    *c = c.saturating_sub(1);
                 }
             }
         }
+        self.cp.provisional_pages = now_prov;
+        Ok(())
     }
 
     /// Dirty metadata items (inodes, directory pages, map pages) waiting for a checkpoint.

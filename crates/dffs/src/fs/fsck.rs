@@ -386,6 +386,23 @@ impl<F: Flash> Fs<F> {
         for a in map_pages {
             w.claim(a, p.map_page, "inode map page", "inode map");
         }
+        // Block-table pages (counted live in RAM, see the checkpoint). One in a block that
+        // garbage collection emptied must be marked for the next checkpoint to rewrite.
+        for (i, a) in self.cp.table_pages.clone().into_iter().enumerate() {
+            if a.is_none() {
+                continue;
+            }
+            let collected = p.addr_valid(a)
+                && self.store.block(p.block_of(a)).state() == BlockState::PendingErase;
+            if !collected {
+                w.claim(a, p.map_page, "block-table page", "block table");
+            } else if !self.store.bt_page_dirty(i as u32) {
+                w.rep.error(format!(
+                    "block-table page {i} at {a:?} lies in a collected block and is not due \
+                     to be rewritten"
+                ));
+            }
+        }
         self.fsck_blocks(&mut w);
         Ok(w.rep)
     }

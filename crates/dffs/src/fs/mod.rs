@@ -126,6 +126,10 @@ struct Txn {
 struct CheckpointPos {
     anchor: AnchorPos,
     table_pages: Vec<Addr>,
+    /// Block-table pages last written with provisional data subtracted (page, CRC of the
+    /// records written): their records on flash differ from RAM until written again without
+    /// it; a checkpoint that would write one with the same records skips it.
+    provisional_pages: Vec<(u32, u32)>,
 }
 
 /// Mount and recovery state.
@@ -178,6 +182,7 @@ impl<F: Flash> Fs<F> {
                     may_append: false,
                 },
                 table_pages: Vec::new(),
+                provisional_pages: Vec::new(),
             },
             journal: JournalWriter::default(),
             txn: Txn {

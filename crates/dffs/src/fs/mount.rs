@@ -176,6 +176,9 @@ impl<F: Flash> Fs<F> {
         }
         // The table was written just before its checkpoint; what that checkpoint freed (blocks
         // emptied by GC, journal blocks before the replay start) is free now.
+        // (Records corrected here differ from their pages: the next checkpoint rewrites them;
+        // a pending or dead journal block always reads as free, so its record may stay.)
+        let mut changed: Vec<u32> = Vec::new();
         for b in blocks.iter_mut() {
             let dead_journal = b.state() == BlockState::Used && b.kind() == LogKind::Journal;
             if b.state() == BlockState::PendingErase || dead_journal {
@@ -188,11 +191,17 @@ impl<F: Flash> Fs<F> {
             let anchor = p.anchors.contains(&(i as u32));
             if anchor && b.state() != BlockState::Anchor {
                 *b = BlockInfo::new(BlockState::Anchor, LogKind::Map, b.ec, 0, b.age());
+                changed.push(i as u32);
             } else if !anchor && b.state() == BlockState::Anchor {
                 *b = BlockInfo::new(BlockState::Bad, LogKind::DataHot, b.ec, 0, b.age());
+                changed.push(i as u32);
             }
         }
-        self.store.load_table(blocks);
+        self.store.load_table(blocks, &changed);
+        // The records on flash do not count the block-table pages; RAM does.
+        for a in &cp.bt_pages {
+            self.store.account_bt_page(*a, true);
+        }
         // (find_newest set the checkpoint's remaps.)
         self.store.mark_remapped_spares_bad();
         self.cp.table_pages = cp.bt_pages.clone();

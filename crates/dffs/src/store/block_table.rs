@@ -111,22 +111,77 @@ impl BlockInfo {
     }
 }
 
-/// Every logical block's record, in RAM.
+/// Every logical block's record, in RAM, and which block-table pages (`per_page` records
+/// each) changed since a checkpoint last wrote them.
 pub(crate) struct BlockTable {
     blocks: Vec<BlockInfo>,
+    /// Records per block-table page.
+    per_page: u32,
+    /// One bit per block-table page: a record in it changed since the page was last written.
+    dirty: Vec<u32>,
 }
 
 impl BlockTable {
-    /// A table of `n` free blocks.
-    pub fn new(n: u32) -> BlockTable {
+    /// A table of `n` free blocks, `per_page` records to a block-table page; every page dirty
+    /// (none has been written).
+    pub fn new(n: u32, per_page: u32) -> BlockTable {
+        let blocks = vec![BlockInfo::new(BlockState::Free, LogKind::DataHot, 0, 0, 0); n as usize];
+        let mut t = Self::from_records(blocks, per_page);
+        t.mark_all();
+        t
+    }
+
+    /// A table of the given records (loaded at mount: every page clean, as written).
+    pub fn from_records(blocks: Vec<BlockInfo>, per_page: u32) -> BlockTable {
+        let per_page = per_page.max(1);
+        let pages = (blocks.len() as u32).div_ceil(per_page);
         BlockTable {
-            blocks: vec![BlockInfo::new(BlockState::Free, LogKind::DataHot, 0, 0, 0); n as usize],
+            blocks,
+            per_page,
+            dirty: vec![0; pages.div_ceil(32) as usize],
         }
     }
 
-    /// A table of the given records (loaded at mount).
-    pub fn from_records(blocks: Vec<BlockInfo>) -> BlockTable {
-        BlockTable { blocks }
+    /// Number of block-table pages.
+    pub fn page_count(&self) -> u32 {
+        (self.blocks.len() as u32).div_ceil(self.per_page)
+    }
+
+    /// The block-table page that holds block `b`'s record.
+    pub fn page_of(&self, b: u32) -> u32 {
+        b / self.per_page
+    }
+
+    /// Marks block-table page `i` as changed.
+    pub fn mark_page(&mut self, i: u32) {
+        if let Some(w) = self.dirty.get_mut((i / 32) as usize) {
+            *w |= 1 << (i % 32);
+        }
+    }
+
+    /// Marks every block-table page as changed.
+    pub fn mark_all(&mut self) {
+        for i in 0..self.page_count() {
+            self.mark_page(i);
+        }
+    }
+
+    /// Marks page `i` as written (its records as they are now are on flash).
+    pub fn clear_page(&mut self, i: u32) {
+        if let Some(w) = self.dirty.get_mut((i / 32) as usize) {
+            *w &= !(1 << (i % 32));
+        }
+    }
+
+    /// Whether page `i` changed since it was last written.
+    pub fn page_dirty(&self, i: u32) -> bool {
+        self.dirty
+            .get((i / 32) as usize)
+            .is_some_and(|w| w & (1 << (i % 32)) != 0)
+    }
+
+    fn mark(&mut self, b: u32) {
+        self.mark_page(b / self.per_page);
     }
 
     /// Number of blocks.
@@ -144,11 +199,22 @@ impl BlockTable {
 
     /// Block `b`'s record, to change (`None` outside the table).
     pub fn entry(&mut self, b: u32) -> Option<&mut BlockInfo> {
+        self.mark(b);
         self.blocks.get_mut(b as usize)
     }
 
     /// Replaces block `b`'s record.
     pub fn set(&mut self, b: u32, e: BlockInfo) {
+        if let Some(x) = self.blocks.get_mut(b as usize) {
+            if *x != e {
+                *x = e;
+                self.mark(b);
+            }
+        }
+    }
+
+    /// Replaces block `b`'s record without marking its page.
+    pub fn set_unmarked(&mut self, b: u32, e: BlockInfo) {
         if let Some(x) = self.blocks.get_mut(b as usize) {
             *x = e;
         }
@@ -157,7 +223,10 @@ impl BlockTable {
     /// Sets block `b`'s state (owner log and age unchanged).
     pub fn set_state(&mut self, b: u32, s: BlockState) {
         if let Some(x) = self.blocks.get_mut(b as usize) {
-            x.set_state(s);
+            if x.state() != s {
+                x.set_state(s);
+                self.mark(b);
+            }
         }
     }
 
@@ -224,6 +293,13 @@ impl BlockTable {
 
     /// Adds `bytes` live bytes to block `b` (never beyond `block_size`).
     pub fn add_live(&mut self, b: u32, bytes: u32, block_size: u32) {
+        self.add_live_quiet(b, bytes, block_size);
+        self.mark(b);
+    }
+
+    /// [`BlockTable::add_live`] without marking the page: for block-table pages themselves,
+    /// whose bytes the records on flash do not count (see the checkpoint).
+    pub fn add_live_quiet(&mut self, b: u32, bytes: u32, block_size: u32) {
         if let Some(e) = self.blocks.get_mut(b as usize) {
             e.live = e.live.saturating_add(bytes).min(block_size);
         }
@@ -231,18 +307,22 @@ impl BlockTable {
 
     /// Takes `bytes` live bytes away from block `b`.
     pub fn kill(&mut self, b: u32, bytes: u32) {
+        if bytes > 0 {
+            self.mark(b);
+        }
+        self.kill_quiet(b, bytes);
+    }
+
+    /// [`BlockTable::kill`] without marking the page (block-table pages, as
+    /// [`BlockTable::add_live_quiet`]).
+    pub fn kill_quiet(&mut self, b: u32, bytes: u32) {
         if let Some(e) = self.blocks.get_mut(b as usize) {
             e.live = e.live.saturating_sub(bytes);
         }
     }
 
-    /// A copy of every record (the durable table a checkpoint writes is this, adjusted).
-    pub fn snapshot(&self) -> Vec<BlockInfo> {
-        self.blocks.clone()
-    }
-
     /// RAM held by the table.
     pub fn ram_bytes(&self) -> usize {
-        self.blocks.capacity() * core::mem::size_of::<BlockInfo>()
+        self.blocks.capacity() * core::mem::size_of::<BlockInfo>() + self.dirty.capacity() * 4
     }
 }

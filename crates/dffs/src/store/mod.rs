@@ -98,7 +98,7 @@ impl<F: Flash> Store<F> {
         Store {
             medium: Medium::new(flash),
             p,
-            table: BlockTable::new(g.blocks),
+            table: BlockTable::new(g.blocks, p.bt_entries()),
             remaps: Vec::new(),
             new_remaps: Vec::new(),
             journal_swapped: false,
@@ -342,6 +342,12 @@ impl<F: Flash> Store<F> {
         self.table.set(b, e);
     }
 
+    /// Replaces block `b`'s record without marking its block-table page: for a change the
+    /// record on flash already implies (a pending block becoming free; see the checkpoint).
+    pub fn set_block_unchanged(&mut self, b: u32, e: BlockInfo) {
+        self.table.set_unmarked(b, e);
+    }
+
     /// Every block's number and record.
     pub fn blocks(&self) -> impl Iterator<Item = (u32, BlockInfo)> + '_ {
         self.table.iter()
@@ -352,14 +358,50 @@ impl<F: Flash> Store<F> {
         self.table.len()
     }
 
-    /// Replaces the whole block table (mount).
-    pub fn load_table(&mut self, blocks: Vec<BlockInfo>) {
-        self.table = BlockTable::from_records(blocks);
+    /// Replaces the whole block table (mount): every page clean except those in `changed`
+    /// (records the mount corrected after reading them).
+    pub fn load_table(&mut self, blocks: Vec<BlockInfo>, changed: &[u32]) {
+        self.table = BlockTable::from_records(blocks, self.p.bt_entries());
+        for &b in changed {
+            let i = self.table.page_of(b);
+            self.table.mark_page(i);
+        }
     }
 
-    /// A copy of every block's record.
-    pub fn table_snapshot(&self) -> Vec<BlockInfo> {
-        self.table.snapshot()
+    /// Block-table pages: how many there are, and which changed since last written.
+    pub fn bt_page_count(&self) -> u32 {
+        self.table.page_count()
+    }
+
+    /// Whether block-table page `i` changed since it was last written.
+    pub fn bt_page_dirty(&self, i: u32) -> bool {
+        self.table.page_dirty(i)
+    }
+
+    /// Marks block-table page `i` as changed (it must be written by the next checkpoint).
+    pub fn mark_bt_page(&mut self, i: u32) {
+        self.table.mark_page(i);
+    }
+
+    /// Marks block-table page `i` as written.
+    pub fn clear_bt_page(&mut self, i: u32) {
+        self.table.clear_page(i);
+    }
+
+    /// Credits (`add`) or debits the block holding the block-table page at `a` with its
+    /// bytes, without marking a record as changed: the records on flash do not count
+    /// block-table pages (the checkpoint subtracts them, the mount adds them back).
+    pub fn account_bt_page(&mut self, a: Addr, add: bool) {
+        if !self.p.addr_valid(a) {
+            return;
+        }
+        let (b, len) = (self.p.block_of(a), self.p.align(self.p.map_page));
+        if add {
+            self.table
+                .add_live_quiet(b, len, self.p.geometry.block_size());
+        } else {
+            self.table.kill_quiet(b, len);
+        }
     }
 
     /// The heads.

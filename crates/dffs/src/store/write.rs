@@ -159,6 +159,20 @@ impl<F: Flash> Store<F> {
     /// Appends a node to log `kind`. The node must fit in one page on NAND (fixed-size page
     /// nodes are placed at a page boundary). Returns its address.
     pub fn write_node(&mut self, kind: LogKind, nb: NodeBuilder, prio: Priority) -> Result<Addr> {
+        let len = self.p.align(nb.w.len() as u32);
+        let a = self.write_node_uncredited(kind, nb, prio)?;
+        self.add_live(a, len);
+        Ok(a)
+    }
+
+    /// [`Store::write_node`] without crediting the block with the node's bytes (block-table
+    /// pages: see [`Store::account_bt_page`]).
+    pub fn write_node_uncredited(
+        &mut self,
+        kind: LogKind,
+        nb: NodeBuilder,
+        prio: Priority,
+    ) -> Result<Addr> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
@@ -170,9 +184,7 @@ impl<F: Flash> Store<F> {
             return Err(Error::Invalid);
         }
         self.make_room(h, kind, prio, len, false)?;
-        let a = self.append_bytes_in_block(h, kind, nb)?;
-        self.add_live(a, len);
-        Ok(a)
+        self.append_bytes_in_block(h, kind, nb)
     }
 
     /// Appends a compressed data node to data log `kind` and credits its block with `credit`
@@ -433,6 +445,19 @@ impl<F: Flash> Store<F> {
             self.close_head(h)?;
         }
         Ok(a)
+    }
+
+    /// NOR: how many data slots a data node may hold in the open block of log `kind`'s head
+    /// (0 when it has none, or no room for one). A writer that sizes its node to this fills
+    /// the block instead of leaving its tail unused (a node never spans two blocks).
+    pub fn data_slots_room(&self, kind: LogKind) -> u32 {
+        let h = self.head_index(kind);
+        let g = self.p.geometry;
+        if g.kind != FlashKind::Nor || !self.heads[h].is_open() {
+            return 0;
+        }
+        let room = g.block_size().saturating_sub(self.heads[h].off);
+        room.saturating_sub(self.p.data_header()) / self.p.data_slot()
     }
 
     /// NOR: writes a data node, its header followed by its payload (file blocks in slots,

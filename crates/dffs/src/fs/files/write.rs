@@ -64,9 +64,17 @@ impl<F: Flash> Fs<F> {
         // Room for writing it all back, so a write either happens whole or not at all: the
         // blocks as flush_blocks will write them (each with its data node header on NOR).
         let blocks = need / bs + self.data_cache.dirty_count() as u64;
+        // Plus the blocks what the write adds to the next checkpoint may open (that checkpoint
+        // must still fit above the floors once the data is written): the index nodes its
+        // blocks fold into (a leaf per `fanout` blocks and a path above) and the inode.
+        // (Without it a large write on a small-block device left the free pool below what
+        // the next checkpoint needed, and that checkpoint ran out.)
+        let fanout = p.index_fanout() as u64;
+        let index_bytes = (blocks.div_ceil(fanout) + 4) * p.index_node as u64;
+        let meta = self.meta_blocks(p.dir_page as u64, index_bytes);
         let bytes = blocks * (p.data_slot() as u64 + p.data_header() as u64);
         self.ensure_blocks(
-            bytes.div_ceil(p.geometry.block_size() as u64) as u32,
+            bytes.div_ceil(p.geometry.block_size() as u64) as u32 + meta,
             Priority::User,
         )?;
         let ov = self.overlay(ino)?;
@@ -198,8 +206,12 @@ impl<F: Flash> Fs<F> {
                     .clamp(1, 64) as usize;
                 let mut i = 0;
                 while i < dirty.len() {
+                    // A run larger than the room left in the head's block is split there (the
+                    // rest goes to the next block), so blocks fill up.
+                    let room = self.store.data_slots_room(LogKind::DataHot) as usize;
+                    let lim = if room > 0 { room.min(max_run) } else { max_run };
                     let mut j = i + 1;
-                    while j < dirty.len() && dirty[j].0 == dirty[j - 1].0 + 1 && j - i < max_run {
+                    while j < dirty.len() && dirty[j].0 == dirty[j - 1].0 + 1 && j - i < lim {
                         j += 1;
                     }
                     let first = dirty[i].0;

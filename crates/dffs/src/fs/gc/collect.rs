@@ -122,6 +122,16 @@ impl<F: Flash> Fs<F> {
     /// The victim has been examined to its end: it waits for the next checkpoint to be
     /// erased, unless it holds something live that could not be read.
     fn end_victim(&mut self, victim: u32) -> Result<()> {
+        // Block-table pages in the victim are live until the next checkpoint writes them
+        // elsewhere: it does, because they are marked changed (whether or not the collection
+        // could read them).
+        let p = self.store.p();
+        for i in 0..self.cp.table_pages.len() {
+            let a = self.cp.table_pages[i];
+            if !a.is_none() && p.block_of(a) == victim {
+                self.store.mark_bt_page(i as u32);
+            }
+        }
         let mut keep = self.gc.unreadable;
         if !keep && self.gc.unknown {
             // What could be read has moved (data) or is dirty (metadata); a checkpoint

@@ -302,11 +302,15 @@ impl<F: Flash> Fs<F> {
         let mut i = 0usize;
         while i < good.len() {
             let (k0, c, o, _) = good[i];
+            // Split where the copy head's block ends (see `Store::data_slots_room`).
+            let room = self.store.data_slots_room(LogKind::DataCold) as usize;
+            let lim = if room > 0 { room } else { usize::MAX };
             let mut j = i + 1;
             while j < good.len()
                 && good[j].0 == good[j - 1].0 + 1
                 && good[j].1 == c
                 && good[j].2 == o
+                && j - i < lim
             {
                 j += 1;
             }
