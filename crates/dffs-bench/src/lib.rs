@@ -171,6 +171,10 @@ pub struct BenchArgs {
     /// rootfs --tree: the device preset to run on (default nand-slc-128m).
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
+    /// nor: the erase size to run on (4KiB sectors by default, as littlefs's users configure
+    /// SPI NOR; 32KiB or 64KiB blocks).
+    #[arg(long, value_name = "SIZE")]
+    pub erase_size: Option<String>,
 }
 
 /// What a suite runs with, beyond its name.
@@ -182,6 +186,8 @@ pub struct Options {
     pub tree: Option<PathBuf>,
     /// rootfs --tree: the device preset.
     pub preset: Option<String>,
+    /// nor: the erase size (bytes) instead of 4 KiB sectors.
+    pub erase_size: Option<u32>,
     /// Print progress lines on stderr (on when stderr is a terminal, or when the environment
     /// variable `DFFS_BENCH_PROGRESS` is `1`).
     pub progress: bool,
@@ -194,6 +200,7 @@ impl Options {
             scale,
             tree: None,
             preset: None,
+            erase_size: None,
             progress: false,
         }
     }
@@ -223,7 +230,20 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
     if args.preset.is_some() && args.tree.is_none() {
         return Err("--preset goes with --tree (the other suites use the seeds' devices)".into());
     }
+    let erase_size = match &args.erase_size {
+        None => None,
+        Some(text) => {
+            if !matches!(args.suite, Suite::Nor | Suite::All) {
+                return Err("--erase-size is for the nor suite".into());
+            }
+            let b = dffs_sim::preset::parse_size(text)
+                .and_then(|b| u32::try_from(b).ok())
+                .ok_or_else(|| format!("invalid erase size '{text}' (examples: 4KiB, 64KiB)"))?;
+            Some(b)
+        }
+    };
     let opts = Options {
+        erase_size,
         scale: if args.quick {
             Scale::Quick
         } else {

@@ -302,3 +302,49 @@ fn one_line_errors_for_bad_invocations() {
     dffs(&["ls", s(&raw), "--preset", "nand-mlc-1g"]).fails_with("raw.img");
     dffs(&["ls", s(&raw), "--preset", "nor-qspi-16m"]).fails_with("raw.img");
 }
+
+/// `--erase-size` picks one of a NOR preset's erase sizes (4 KiB sectors here), keeps the
+/// chip's capacity, and is refused for a size the preset does not offer or an image formatted
+/// with another.
+#[test]
+fn format_with_an_erase_size() {
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("n.img");
+    let run = dffs(&[
+        "format",
+        s(&img),
+        "--preset",
+        "nor-qspi-16m",
+        "--erase-size",
+        "4KiB",
+        "--size",
+        "2MiB",
+    ])
+    .ok();
+    assert!(run.out().contains("512 blocks of 4 KiB"), "{}", run.out());
+    let v = json(&img);
+    assert_eq!(v["blocks"], 512);
+    // A file of half the partition goes in and comes back.
+    let data = content(3, 1 << 20);
+    let src = t.path().join("f.bin");
+    fs::write(&src, &data).unwrap();
+    dffs(&["put", s(&img), s(&src), "/f.bin"]).ok();
+    let back = t.path().join("back.bin");
+    dffs(&["get", s(&img), "/f.bin", s(&back)]).ok();
+    assert!(fs::read(&back).unwrap() == data);
+    let bytes = fs::read(&img).unwrap();
+    dffs(&["format", s(&img), "--erase-size", "64KiB"]).fails_with("erase blocks are 4096 B");
+    assert!(fs::read(&img).unwrap() == bytes);
+    let other = t.path().join("o.img");
+    dffs(&[
+        "format",
+        s(&other),
+        "--preset",
+        "nor-qspi-16m",
+        "--erase-size",
+        "8KiB",
+    ])
+    .fails_with("offers 4KiB");
+    dffs(&["format", s(&other), "--erase-size", "4KiB"]).fails_with("nand-slc-128m offers");
+    assert!(!other.exists());
+}

@@ -45,6 +45,43 @@ pub struct DeviceArgs {
     /// erase blocks from the start of the device, as MTD partitions are.
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
+    /// Erase block size for a preset that offers several (NOR: `4KiB` sectors, `32KiB` or
+    /// `64KiB` blocks; see `dffs presets`). The chip's capacity stays the same.
+    #[arg(long, value_name = "SIZE")]
+    pub erase_size: Option<String>,
+}
+
+/// `base` with erase blocks of `text` bytes (`--erase-size`), or unchanged for `None`.
+pub fn with_erase_size(base: Preset, text: Option<&str>) -> Result<Preset, CliError> {
+    let Some(text) = text else {
+        return Ok(base);
+    };
+    let bytes = preset::parse_size(text)
+        .and_then(|b| u32::try_from(b).ok())
+        .ok_or_else(|| {
+            CliError::msg(format!(
+                "invalid erase size '{text}' (examples: 4KiB, 64KiB)"
+            ))
+        })?;
+    if bytes == base.geometry.block_size() {
+        return Ok(base);
+    }
+    let offered: Vec<String> = base
+        .erase_options
+        .iter()
+        .map(|o| format!("{}KiB", o.bytes / 1024))
+        .collect();
+    base.with_erase_size(bytes).map_err(|_| {
+        CliError::msg(format!(
+            "--erase-size {text}: {} offers {}",
+            base.name,
+            if offered.is_empty() {
+                String::from("only its own erase block size")
+            } else {
+                offered.join(", ")
+            }
+        ))
+    })
 }
 
 /// Whether a session may change the image.
@@ -79,6 +116,7 @@ pub fn chosen_preset(args: &DeviceArgs) -> Result<Preset, CliError> {
         Some(name) => named_preset(name)?,
         None => preset::default_preset(),
     };
+    let base = with_erase_size(base, args.erase_size.as_deref())?;
     match &args.size {
         None => Ok(base),
         Some(text) => {
@@ -157,7 +195,10 @@ pub fn device_for_format(path: &Path, args: &DeviceArgs) -> Result<SimFlash, Cli
         SimFlash::open(path)?
     } else {
         match &args.preset {
-            Some(name) => SimFlash::open_raw(path, named_preset(name)?)?,
+            Some(name) => SimFlash::open_raw(
+                path,
+                with_erase_size(named_preset(name)?, args.erase_size.as_deref())?,
+            )?,
             None => {
                 return Err(CliError::msg(format!(
                     "{}: exists and has no sidecar {}; give --preset NAME if it is a raw \
@@ -179,10 +220,22 @@ pub fn device_for_format(path: &Path, args: &DeviceArgs) -> Result<SimFlash, Cli
             )));
         }
     }
+    if args.erase_size.is_some() {
+        let want = with_erase_size(*have, args.erase_size.as_deref())?;
+        if want.geometry.block_size() != have.geometry.block_size() {
+            return Err(CliError::msg(format!(
+                "{}: the image's erase blocks are {} B, not {} B (remove it to create another)",
+                path.display(),
+                have.geometry.block_size(),
+                want.geometry.block_size()
+            )));
+        }
+    }
     if args.size.is_some() {
         let want = chosen_preset(&DeviceArgs {
             preset: Some(have.name.to_string()),
             size: args.size.clone(),
+            erase_size: Some(format!("{}", have.geometry.block_size())),
         })?;
         if want.geometry.capacity() != have.geometry.capacity() {
             return Err(CliError::msg(format!(

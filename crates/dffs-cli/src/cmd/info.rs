@@ -423,17 +423,8 @@ fn ram_preset(args: &Args) -> Result<Preset, CliError> {
     let base = chosen_preset(&DeviceArgs {
         preset: args.raw.preset.clone(),
         size: None,
+        erase_size: args.erase_size.clone(),
     })?;
-    let base = match &args.erase_size {
-        None => base,
-        Some(text) => {
-            let bytes = parse_size(text)
-                .and_then(|b| u32::try_from(b).ok())
-                .ok_or_else(|| CliError::msg(format!("invalid erase size '{text}'")))?;
-            base.with_erase_size(bytes)
-                .map_err(|e| CliError::msg(format!("--erase-size {text} for {}: {e}", base.name)))?
-        }
-    };
     match &args.size {
         None => Ok(base),
         Some(text) => {

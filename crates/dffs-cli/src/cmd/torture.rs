@@ -28,6 +28,10 @@ pub struct Args {
     /// collection, wear leveling and a full device are reached quickly.
     #[arg(long, default_value = dffs_sim::preset::DEFAULT_PRESET)]
     pub preset: String,
+    /// Erase block size for a preset that offers several (NOR: 4KiB, 32KiB, 64KiB), applied
+    /// before --blocks.
+    #[arg(long, value_name = "SIZE")]
+    pub erase_size: Option<String>,
     /// Erase blocks of the device the workloads run on (0: the preset's whole device).
     #[arg(long, default_value_t = 24)]
     pub blocks: u32,
@@ -136,6 +140,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
             args.preset
         ))
     })?;
+    let base = super::image::with_erase_size(base, args.erase_size.as_deref())?;
     let preset = if args.blocks == 0 {
         base
     } else {
@@ -338,8 +343,12 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
 }
 
 fn reproduce(args: &Args, f: &Failure) -> String {
+    let erase = match &args.erase_size {
+        Some(e) => format!(" --erase-size {e}"),
+        None => String::new(),
+    };
     format!(
-        "dffs torture --preset {} --blocks {} --workload {} --steps {} --config {} --compress {} --faults {} --seed {} --cut {}",
+        "dffs torture --preset {}{erase} --blocks {} --workload {} --steps {} --config {} --compress {} --faults {} --seed {} --cut {}",
         args.preset, args.blocks, f.workload, args.steps, args.config, args.compress, args.faults, f.seed, f.cut
     )
 }
