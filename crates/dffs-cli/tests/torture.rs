@@ -101,3 +101,37 @@ fn bad_arguments_are_one_line_errors() {
     dffs(&["torture", "--cut", "3"]).fails_with("--cut needs one --workload");
     dffs(&["torture", "--blocks", "2"]).fails_with("");
 }
+
+/// `--chain N`: one device through at least N cuts in a row, reported per workload and in the
+/// JSON (cuts, recoveries, commits), exit 0 when every recovery held.
+#[test]
+fn a_chain_of_cuts_on_one_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("chain.json");
+    let run = dffs(&[
+        "torture",
+        "--preset",
+        "nand-slc-128m",
+        "--blocks",
+        "24",
+        "--workload",
+        "log",
+        "--steps",
+        "60",
+        "--seed",
+        "7",
+        "--chain",
+        "12",
+        "--json",
+        s(&out),
+    ])
+    .ok();
+    assert!(run.out().contains("torture --chain: "), "{}", run.out());
+    let v = json(&out);
+    assert_eq!(v["chain"], 12);
+    let r = &v["runs"][0]["report"];
+    assert!(r["cuts"].as_u64().unwrap() >= 12, "{r}");
+    assert!(r["recoveries"].as_u64().unwrap() >= 1, "{r}");
+    assert!(r["commits"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["failure"].is_null(), "{r}");
+}

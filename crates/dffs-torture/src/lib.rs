@@ -1416,3 +1416,181 @@ pub fn run_one(opts: &Options, cut: u64) -> Result<(), String> {
         Outcome::Done(..) => Ok(()),
     }
 }
+
+/// What a chained-cut run found (see [`run_chain`]).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ChainReport {
+    /// Power cuts made on the device, in the workload and during recoveries.
+    pub cuts: u64,
+    /// Of those, cuts that landed during a mount, its recovery, the check after it, or the
+    /// first operations after it (which take the recovery checkpoint).
+    pub recovery_cuts: u64,
+    /// Recoveries verified (tree one of the allowed states, fsck clean).
+    pub recoveries: u64,
+    /// Operations that committed, and that said ENOSPC (bounded by the workload's own checks).
+    pub commits: u64,
+    /// Operations that said ENOSPC.
+    pub nospace: u64,
+    /// Blocks whose recorded erase count was lower after a recovery than before its cut (the
+    /// counts of blocks erased after the last checkpoint are lost in a cut: DESIGN.md §15
+    /// item 6). Counted, not a failure, until erase counts live on flash.
+    pub erase_counts_lost: u64,
+    /// The first failure; the chain stops there.
+    pub failure: Option<String>,
+}
+
+/// Largest number of program/erase operations before an armed cut.
+const CHAIN_WINDOW: u64 = 3000;
+
+/// Runs ONE device through `cuts` power cuts in a row: the workload runs until a cut armed at a
+/// random point; the device powers up and mounts (sometimes with another cut armed within the
+/// first operations, so that it lands in the recovery, the check or the first checkpoint after
+/// it); the recovered tree must be one of the states the journal allows and fsck clean; the
+/// workload goes on from the recovered tree in the new session. Nothing is ever reformatted, so
+/// the damage of one recovery is inherited by all the following ones. At the end a clean
+/// unmount and mount must give exactly the model. `progress(done, total)` after each cut.
+pub fn run_chain(opts: &Options, cuts: u64, progress: &mut dyn FnMut(u64, u64)) -> ChainReport {
+    let mut rep = ChainReport::default();
+    if let Err(m) = chain(opts, cuts, &mut rep, progress) {
+        rep.failure = Some(m);
+    }
+    rep
+}
+
+fn chain(
+    opts: &Options,
+    cuts: u64,
+    rep: &mut ChainReport,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(), String> {
+    let dev = SimFlash::with_options(opts.preset, sim_options(opts, 0))
+        .map_err(|e| format!("device: {e:?}"))?;
+    let fopts = FormatOptions {
+        compression: opts.compression,
+        ..FormatOptions::default()
+    };
+    let dev = Fs::format(dev, &fopts).map_err(|e| format!("format: {e:?}"))?;
+    let fs = Fs::mount(dev, opts.config).map_err(|e| format!("mount after format: {e:?}"))?;
+    let mut crng = rng(opts.seed ^ 0xC4A1_2C75);
+    let mut ex = Exec::new(fs, Model::default(), rng(opts.seed), opts);
+    let mut counts: Vec<u32> = ex.fs().erase_counts();
+    let mut round = 0u64;
+    while rep.cuts < cuts {
+        round += 1;
+        // Arm the next cut: mostly anywhere in the next few thousand operations, sometimes
+        // within the first few (the recovery checkpoint the first write after a mount takes).
+        let near = crng.below(4) == 0;
+        let n = 1 + crng.below(if near { 16 } else { CHAIN_WINDOW });
+        match ex.fs.as_mut() {
+            Some(fs) => fs.flash_mut().cut_power_after(n),
+            None => return Err(format!("cut {}: no file system mounted", rep.cuts)),
+        }
+        let mut cands: Option<Vec<Model>> = None;
+        for _ in 0..20 * opts.steps.max(1) {
+            match ex.step(opts.workload) {
+                Ok(()) => {}
+                Err(Stop::PowerLoss(after)) => {
+                    let mut c = std::mem::take(&mut ex.cands);
+                    c.extend(after);
+                    cands = Some(c);
+                    break;
+                }
+                Err(Stop::Fatal(m)) => return Err(format!("cut {}: {m}", rep.cuts)),
+            }
+            match ex.fs.as_ref() {
+                Some(fs) if !fs.flash().is_powered() => {
+                    cands = Some(std::mem::take(&mut ex.cands));
+                    break;
+                }
+                Some(fs) => counts = fs.erase_counts(),
+                None => {}
+            }
+        }
+        let Some(cands) = cands else {
+            // The workload ended before the cut (it can go a long way on ENOSPC): go on.
+            if let Some(fs) = ex.fs.as_mut() {
+                fs.flash_mut().cancel_power_cut();
+            }
+            continue;
+        };
+        rep.cuts += 1;
+        let mut dev = match ex.fs.take() {
+            Some(fs) => fs.into_flash(),
+            None => ex.dev.take().ok_or("device lost")?,
+        };
+        // Recover; a cut may be armed within the first operations after power-up.
+        let (fs, t) = loop {
+            dev.power_up();
+            let armed = rep.cuts < cuts && crng.below(3) == 0;
+            if armed {
+                dev.cut_power_after(1 + crng.below(24));
+            }
+            let at = format!("cut {} (round {round})", rep.cuts);
+            let lost = |rep: &mut ChainReport| {
+                rep.cuts += 1;
+                rep.recovery_cuts += 1;
+            };
+            let mut fs = match Fs::mount_with_clock(dev, opts.config, Box::new(dffs::NoClock)) {
+                Ok(fs) => fs,
+                Err((Error::PowerLoss, d)) if armed => {
+                    lost(rep);
+                    dev = d;
+                    continue;
+                }
+                Err((e, _)) => return Err(format!("{at}: mount failed: {e:?}")),
+            };
+            let t = match check_recovered(&mut fs, &cands) {
+                Ok(t) => t,
+                Err(e) if e == model::POWER_LOSS && armed => {
+                    lost(rep);
+                    dev = fs.into_flash();
+                    continue;
+                }
+                Err(e) => return Err(format!("{at}: {e}")),
+            };
+            match fs.fsck() {
+                Ok(r) if r.is_clean() => {}
+                Ok(r) => return Err(format!("{at}: fsck: {:?}", r.errors)),
+                Err(Error::PowerLoss) if armed => {
+                    lost(rep);
+                    dev = fs.into_flash();
+                    continue;
+                }
+                Err(e) => return Err(format!("{at}: fsck failed: {e:?}")),
+            }
+            break (fs, t);
+        };
+        rep.recoveries += 1;
+        let now = fs.erase_counts();
+        rep.erase_counts_lost +=
+            now.iter().zip(counts.iter()).filter(|(a, b)| a < b).count() as u64;
+        counts = now;
+        rep.commits += ex.commits;
+        rep.nospace += ex.nospace;
+        ex = Exec::new(fs, t, rng(opts.seed ^ round.rotate_left(23)), opts);
+        progress(rep.cuts.min(cuts), cuts);
+    }
+    // The end: a clean unmount and mount give exactly the model.
+    rep.commits += ex.commits;
+    rep.nospace += ex.nospace;
+    let mut fs = ex.fs.take().ok_or("file system lost")?;
+    fs.flash_mut().cancel_power_cut();
+    let model = ex.model.clone();
+    let dev = match fs.try_unmount() {
+        Ok(d) => d,
+        Err((e, _)) => return Err(format!("final unmount: {e:?}")),
+    };
+    let mut fs = Fs::mount(dev, opts.config).map_err(|e| format!("final mount: {e:?}"))?;
+    let r = fs.fsck().map_err(|e| format!("final fsck: {e:?}"))?;
+    if !r.is_clean() {
+        return Err(format!("final fsck: {:?}", r.errors));
+    }
+    let t = read_tree(&mut fs)?;
+    if t != model {
+        return Err(format!(
+            "final state differs from the model: {}",
+            model::diff(&t, &model)
+        ));
+    }
+    Ok(())
+}

@@ -460,3 +460,50 @@ fn campaign_regressions() {
         );
     }
 }
+
+/// Runs a chain of `cuts` cuts for each case and asserts it held.
+fn chain_cases(cases: &[(&str, Option<u32>, u32, Workload, u64)]) {
+    for &(name, erase, blocks, workload, cuts) in cases {
+        let mut p = preset(name).unwrap();
+        if let Some(e) = erase {
+            p = p.with_erase_size(e).unwrap();
+        }
+        let opts = Options {
+            preset: p.with_blocks(blocks).unwrap(),
+            ..options(name, blocks, workload, 60, 7)
+        };
+        let r = dffs_torture::run_chain(&opts, cuts, &mut |_, _| {});
+        eprintln!("{name} {workload:?}: {r:?}");
+        assert!(r.failure.is_none(), "{name} {workload:?}: {:?}", r.failure);
+        assert!(r.cuts >= cuts, "{name}: {} cuts", r.cuts);
+        assert!(r.recoveries > 0 && r.recovery_cuts > 0, "{name}: {r:?}");
+    }
+}
+
+/// Chained cuts: one device through many power cuts in a row (cuts during recoveries and the
+/// first checkpoint after them too), the tree checked after every recovery, never reformatted;
+/// `dffs torture --chain N` runs longer chains. Erase counts lost in cuts are counted, not
+/// failed (DESIGN.md §15 item 6).
+#[test]
+fn chained_cuts_on_one_device() {
+    chain_cases(&[
+        ("nand-slc-128m", None, 24, Workload::Mixed, 120),
+        ("nand-slc-128m", None, 24, Workload::Log, 80),
+        ("nand-mlc-1g", None, 24, Workload::Churn, 80),
+    ]);
+}
+
+/// Chains that fail today (issue 16): on 4 KiB NOR sectors the mixed workload's bound check
+/// sees ENOSPC at 33.5% of the room at the first cut (512 KiB), and longer chains end in
+/// `checkpoint: NoSpace`, ENOSPC where the model expects EEXIST/ENOTEMPTY (the space check
+/// comes before the name check), or (MLC, mixed) `resolve /log: NotFound`.
+#[test]
+#[ignore = "fails today: issue 16 (see the comment)"]
+fn chained_cuts_known_failures() {
+    chain_cases(&[
+        ("nor-qspi-16m", Some(4096), 128, Workload::Mixed, 120),
+        ("nor-qspi-16m", Some(4096), 256, Workload::Churn, 100),
+        ("nand-mlc-1g", None, 24, Workload::Mixed, 300),
+        ("nand-slc-128m", None, 24, Workload::Churn, 300),
+    ]);
+}

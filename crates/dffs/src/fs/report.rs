@@ -178,6 +178,12 @@ impl<F: Flash> Fs<F> {
         }
     }
 
+    /// The erase count the block table records for every logical block (what wear leveling
+    /// sees; torture checks that a recovery does not lose them).
+    pub fn erase_counts(&self) -> Vec<u32> {
+        self.store.blocks().map(|(_, b)| b.ec).collect()
+    }
+
     /// Block states and live bytes per log (for diagnostics; the format is not stable).
     #[doc(hidden)]
     pub fn debug_block_summary(&self) -> alloc::string::String {
