@@ -799,9 +799,12 @@ impl Exec {
                 .fs()
                 .mkdir(dffs::ROOT_INO, b"log", 0o755, 0, 0)
                 .map(|_| ());
-            if self.check("mkdir /log", got, want, after)? {
-                self.committed();
+            if !self.check("mkdir /log", got, want, after)? {
+                // Refused (ENOSPC on a full device): there is no /log to create the log in.
+                // (Going on said "resolve /log: NotFound" in a chain of cuts on MLC.)
+                return Ok(());
             }
+            self.committed();
             let mut after = self.model.clone();
             let want = after.create("/log/current", Node::File(Vec::new()));
             let lino = self.ino("/log")?;

@@ -496,7 +496,7 @@ fn chained_cuts_on_one_device() {
 /// Chains that fail today (issue 16): on 4 KiB NOR sectors the mixed workload's bound check
 /// sees ENOSPC at 33.5% of the room at the first cut (512 KiB), and longer chains end in
 /// `checkpoint: NoSpace`, ENOSPC where the model expects EEXIST/ENOTEMPTY (the space check
-/// comes before the name check), or (MLC, mixed) `resolve /log: NotFound`.
+/// comes before the name check), or (MLC, mixed, cut 43) ENOSPC at 45.8% of the room.
 #[test]
 #[ignore = "fails today: issue 16 (see the comment)"]
 fn chained_cuts_known_failures() {
