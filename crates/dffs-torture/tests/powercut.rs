@@ -248,7 +248,9 @@ fn fault_torture_regression_cuts() {
         program_fail_rate: Faults::standard(dffs::FlashKind::Nand).program_fail_rate,
         ..Faults::NONE
     };
-    let cases: [(&str, u32, Workload, u64, u64, Option<Faults>); 7] = [
+    // (preset, blocks, workload, seed, cut, faults other than the standard mix)
+    type Case<'a> = (&'a str, u32, Workload, u64, u64, Option<Faults>);
+    let cases: [Case; 7] = [
         ("nand-slc-128m", 24, Workload::Log, 2, 587, None),
         ("nor-qspi-16m", 32, Workload::Full, 2, 12206, None),
         ("nor-qspi-16m", 32, Workload::Full, 2, 18309, None),
