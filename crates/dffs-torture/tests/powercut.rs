@@ -497,8 +497,9 @@ fn chained_cuts_on_one_device() {
 
 /// Chains that fail today (issue 16): on 4 KiB NOR sectors the mixed workload's bound check
 /// sees ENOSPC at 33.5% of the room at the first cut (512 KiB), and longer chains end in
-/// `checkpoint: NoSpace`, ENOSPC where the model expects EEXIST/ENOTEMPTY (the space check
-/// comes before the name check), or (MLC, mixed, cut 43) ENOSPC at 45.8% of the room.
+/// `checkpoint: NoSpace`, ENOSPC where the model expects EEXIST/ENOTEMPTY (the recovery
+/// checkpoint every write after a recovered mount takes first finds no room on the full
+/// device), or (MLC, mixed, cut 43) ENOSPC at 45.8% of the room.
 #[test]
 #[ignore = "fails today: issue 16 (see the comment)"]
 fn chained_cuts_known_failures() {
