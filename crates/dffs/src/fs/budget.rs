@@ -79,8 +79,7 @@ impl<F: Flash> Fs<F> {
         // allocates blocks all over the table), and the checkpoint's own writes change more.
         // (A checkpoint writes only the changed ones; this is the room it may need.)
         let bt_pages = self.store.bt_page_count() as u64;
-        // Bytes per log: (kind, bytes, node size). A block takes whole nodes up to its last
-        // page (NAND) or program unit (NOR): 4 KiB NOR sectors hold three 1 KiB nodes, not four.
+        // Bytes per log: (kind, bytes, node size).
         let logs = [
             (LogKind::Inode, inodes * p.dir_page as u64, p.dir_page),
             (
@@ -100,58 +99,45 @@ impl<F: Flash> Fs<F> {
                 p.index_node,
             ),
         ];
-        let mut per_head = [(0u64, 1u32); crate::format::params::MAX_HEADS];
-        for (kind, bytes, node) in logs {
-            let h = &mut per_head[p.head_of(kind)];
-            h.0 += bytes;
-            h.1 = h.1.max(p.align(node));
-        }
-        let bs = p.geometry.block_size() as u64;
-        let tail = match p.geometry.kind {
-            dffs_flash::FlashKind::Nand => p.geometry.page_size as u64,
-            dffs_flash::FlashKind::Nor => p.unit() as u64,
-        };
-        let total: u64 = per_head.iter().map(|h| h.0).sum();
-        let mut blocks = 0u64;
-        for kind in [LogKind::Inode, LogKind::Dir, LogKind::Map, LogKind::Index] {
-            let h = p.head_of(kind);
-            let (need, node) = core::mem::take(&mut per_head[h]);
-            let node = node.max(1) as u64;
-            let usable = ((bs.saturating_sub(tail) / node) * node).max(1);
-            let room = self.store.head_room(kind) as u64 / node * node;
-            if need > room {
-                blocks += (need - room).div_ceil(usable);
-            }
-        }
-        (blocks as u32 + 2, total)
+        let total: u64 = logs.iter().map(|l| l.1).sum();
+        (self.head_blocks(&logs) + 2, total)
     }
 
     /// Blocks the inode and index heads would have to open for `inode_bytes` and
     /// `index_bytes` more of their nodes (beyond the room left in their open blocks).
     pub(crate) fn meta_blocks(&self, inode_bytes: u64, index_bytes: u64) -> u32 {
         let p = self.store.p();
+        self.head_blocks(&[
+            (LogKind::Inode, inode_bytes, p.dir_page),
+            (LogKind::Index, index_bytes, p.index_node),
+        ])
+    }
+
+    /// Blocks the heads of `logs` (log, bytes of nodes to write, node size) would have to
+    /// open beyond the room left in their open blocks. Logs that share a head add up. A block
+    /// takes whole nodes up to its last page (NAND) or program unit (NOR): 4 KiB NOR sectors
+    /// hold three 1 KiB nodes, not four.
+    fn head_blocks(&self, logs: &[(LogKind, u64, u32)]) -> u32 {
+        let p = self.store.p();
         let bs = p.geometry.block_size() as u64;
         let tail = match p.geometry.kind {
             dffs_flash::FlashKind::Nand => p.geometry.page_size as u64,
             dffs_flash::FlashKind::Nor => p.unit() as u64,
         };
-        let mut need = [(0u64, 1u64); crate::format::params::MAX_HEADS];
-        for (kind, bytes, node) in [
-            (LogKind::Inode, inode_bytes, p.dir_page),
-            (LogKind::Index, index_bytes, p.index_node),
-        ] {
-            let h = &mut need[p.head_of(kind)];
+        let mut per_head = [(0u64, 1u64); crate::format::params::MAX_HEADS];
+        for &(kind, bytes, node) in logs {
+            let h = &mut per_head[p.head_of(kind)];
             h.0 += bytes;
             h.1 = h.1.max(p.align(node) as u64);
         }
         let mut blocks = 0u64;
-        for kind in [LogKind::Inode, LogKind::Index] {
-            let (bytes, node) = core::mem::take(&mut need[p.head_of(kind)]);
+        for &(kind, _, _) in logs {
+            let (need, node) = core::mem::take(&mut per_head[p.head_of(kind)]);
             let node = node.max(1);
             let usable = ((bs.saturating_sub(tail) / node) * node).max(1);
             let room = self.store.head_room(kind) as u64 / node * node;
-            if bytes > room {
-                blocks += (bytes - room).div_ceil(usable);
+            if need > room {
+                blocks += (need - room).div_ceil(usable);
             }
         }
         blocks as u32
