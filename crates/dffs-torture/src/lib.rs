@@ -1166,6 +1166,41 @@ fn shadow_check(fs: &Fs<SimFlash>, config: Config, at: &str) {
     }
 }
 
+/// What powering up after a cut gave (see [`recover`]).
+enum Recovery {
+    /// Mounted, the tree one of the allowed states, fsck clean.
+    Done(Box<Fs<SimFlash>>, Model),
+    /// Power was lost again (an armed cut) in the mount, the tree check or fsck.
+    Cut(Box<SimFlash>),
+}
+
+/// Mounts `dev` after a cut (recovery), checks that the tree is one of `cands` and that fsck
+/// finds it clean. `phase` ends every error message (e.g. " (after the second cut)").
+fn recover(
+    dev: SimFlash,
+    opts: &Options,
+    cands: &[Model],
+    phase: &str,
+) -> Result<Recovery, String> {
+    let mut fs = match Fs::mount_with_clock(dev, opts.config, Box::new(dffs::NoClock)) {
+        Ok(fs) => fs,
+        Err((Error::PowerLoss, d)) => return Ok(Recovery::Cut(Box::new(d))),
+        Err((e, _)) => return Err(format!("mount after the cut failed{phase}: {e:?}")),
+    };
+    shadow_check(&fs, opts.config, &format!("mounted{phase}"));
+    let t = match check_recovered(&mut fs, cands) {
+        Ok(t) => t,
+        Err(e) if e == model::POWER_LOSS => return Ok(Recovery::Cut(Box::new(fs.into_flash()))),
+        Err(e) => return Err(format!("{e}{phase}")),
+    };
+    match fs.fsck() {
+        Ok(rep) if rep.is_clean() => Ok(Recovery::Done(Box::new(fs), t)),
+        Ok(rep) => Err(format!("fsck after the cut{phase}: {:?}", rep.errors)),
+        Err(Error::PowerLoss) => Ok(Recovery::Cut(Box::new(fs.into_flash()))),
+        Err(e) => Err(format!("fsck failed{phase}: {e:?}")),
+    }
+}
+
 /// Why the tree read after a recovery is not acceptable, if it is not.
 fn check_recovered(fs: &mut Fs<SimFlash>, cands: &[Model]) -> Result<Model, String> {
     let t = read_tree(fs)?;
@@ -1223,35 +1258,14 @@ fn verify(opts: &Options, dev: SimFlash, cands: Vec<Model>, cut: u64) -> Result<
             *second = 0;
             Ok(())
         };
-        let mut fs = match Fs::mount_with_clock(dev, opts.config, Box::new(dffs::NoClock)) {
-            Ok(fs) => fs,
-            Err((Error::PowerLoss, d)) => {
+        let (fs, t) = match recover(dev, opts, &cands, phase)? {
+            Recovery::Done(fs, t) => (*fs, t),
+            Recovery::Cut(d) => {
                 lost(&mut out, &mut second)?;
-                dev = d;
+                dev = *d;
                 continue;
             }
-            Err((e, _)) => return Err(format!("mount after the cut failed{phase}: {e:?}")),
         };
-        shadow_check(&fs, opts.config, &format!("mounted{phase}"));
-        let t = match check_recovered(&mut fs, &cands) {
-            Ok(t) => t,
-            Err(e) if e == model::POWER_LOSS => {
-                lost(&mut out, &mut second)?;
-                dev = fs.into_flash();
-                continue;
-            }
-            Err(e) => return Err(format!("{e}{phase}")),
-        };
-        match fs.fsck() {
-            Ok(rep) if rep.is_clean() => {}
-            Ok(rep) => return Err(format!("fsck after the cut{phase}: {:?}", rep.errors)),
-            Err(Error::PowerLoss) => {
-                lost(&mut out, &mut second)?;
-                dev = fs.into_flash();
-                continue;
-            }
-            Err(e) => return Err(format!("fsck failed{phase}: {e:?}")),
-        }
         // The session that recovered goes on with the workload.
         let mut ex = Exec::new(fs, t, rng(opts.seed ^ cut ^ 0xAF7E), opts);
         let mut cut_again = None;
@@ -1533,35 +1547,16 @@ fn chain(
                 rep.cuts += 1;
                 rep.recovery_cuts += 1;
             };
-            let mut fs = match Fs::mount_with_clock(dev, opts.config, Box::new(dffs::NoClock)) {
-                Ok(fs) => fs,
-                Err((Error::PowerLoss, d)) if armed => {
-                    lost(rep);
-                    dev = d;
-                    continue;
+            match recover(dev, opts, &cands, "").map_err(|e| format!("{at}: {e}"))? {
+                Recovery::Done(fs, t) => break (*fs, t),
+                Recovery::Cut(_) if !armed => {
+                    return Err(format!("{at}: power lost with no cut armed"))
                 }
-                Err((e, _)) => return Err(format!("{at}: mount failed: {e:?}")),
-            };
-            let t = match check_recovered(&mut fs, &cands) {
-                Ok(t) => t,
-                Err(e) if e == model::POWER_LOSS && armed => {
+                Recovery::Cut(d) => {
                     lost(rep);
-                    dev = fs.into_flash();
-                    continue;
+                    dev = *d;
                 }
-                Err(e) => return Err(format!("{at}: {e}")),
-            };
-            match fs.fsck() {
-                Ok(r) if r.is_clean() => {}
-                Ok(r) => return Err(format!("{at}: fsck: {:?}", r.errors)),
-                Err(Error::PowerLoss) if armed => {
-                    lost(rep);
-                    dev = fs.into_flash();
-                    continue;
-                }
-                Err(e) => return Err(format!("{at}: fsck failed: {e:?}")),
             }
-            break (fs, t);
         };
         rep.recoveries += 1;
         let now = fs.erase_counts();
