@@ -171,6 +171,19 @@ impl Geometry {
         block * self.pages_per_block
     }
 
+    /// Whether a file system laid out for `self` can be used on a device of geometry `other`:
+    /// every size and rule the layout depends on is the same. The ECC strength and step are
+    /// not compared: they say how the device protects its pages (the same chip behind two
+    /// controllers, or an image made by the simulator and the chip's own driver, may report
+    /// different steps), not where anything lies.
+    pub fn same_layout(&self, other: &Geometry) -> bool {
+        Geometry {
+            ecc_strength: other.ecc_strength,
+            ecc_step: other.ecc_step,
+            ..*self
+        } == *other
+    }
+
     /// Checks that the numbers describe a device DFFS can use; returns a static reason if not.
     pub fn validate(&self) -> Result<(), &'static str> {
         if self.page_size == 0 || !self.page_size.is_power_of_two() {

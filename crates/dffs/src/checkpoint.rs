@@ -328,7 +328,7 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
                 (FlashKind::Nor, None) => st.p().cp_slot,
             };
             if let Some(cp) = read_slot(st, b, slot, cp_slot)? {
-                if cp.params.geometry == g {
+                if cp.params.geometry.same_layout(&g) {
                     let newer = match &found {
                         None => true,
                         Some(f) => cp.params.fs_id == f.params.fs_id && cp.cp_number > f.cp_number,
