@@ -348,3 +348,22 @@ fn format_with_an_erase_size() {
     dffs(&["format", s(&other), "--erase-size", "4KiB"]).fails_with("nand-slc-128m offers");
     assert!(!other.exists());
 }
+
+/// A character device stands where an image can (an MTD device, `/dev/mtdN`); one that is not
+/// MTD is refused by every command with the reason, before anything is written, and options
+/// that only make sense for image files are refused for devices.
+#[test]
+fn a_character_device_that_is_not_mtd_is_refused() {
+    for args in [
+        &["format", "/dev/null"][..],
+        &["pack", ".", "/dev/null"],
+        &["ls", "/dev/null", "/"],
+        &["fsck", "/dev/null"],
+        &["info", "/dev/null"],
+    ] {
+        dffs(args)
+            .fails_with("/dev/null: not an MTD device (character device 1:3; MTD is major 90)");
+    }
+    dffs(&["format", "/dev/null", "--size", "1MiB"])
+        .fails_with("an MTD device has the size and erase blocks of its partition");
+}

@@ -1,10 +1,11 @@
 //! DFFS over FUSE: a DFFS image mounted as a Linux file system.
 //!
 //! Owns the mount and nothing below it: the library ([`dffs::Fs`]) decides every answer, the
-//! simulator ([`dffs_sim::SimFlash`]) is the device, and this crate connects them to the kernel
+//! simulator ([`dffs_sim::SimFlash`]) or a Linux MTD device ([`dffs_mtd::MtdFlash`]) is the device, and this crate connects them to the kernel
 //! and to the image file. It must never implement file-system behaviour of its own (what the
 //! library does not support is reported as unsupported, not emulated).
 //!
+//! - [`device`]: the device of a session: an image ([`image`]) or a Linux MTD device.
 //! - [`image`]: the device written through to its image file at every sync point, with a WAL
 //!   so that a killed session leaves an image that mounts again with everything synced.
 //! - [`config`]: `--cache SIZE`, `--sync`, `--ro` as a library configuration.
@@ -13,12 +14,14 @@
 //! - [`errno`]: library errors as the kernel's errno values.
 
 pub mod config;
+pub mod device;
 pub mod errno;
 pub mod image;
 pub mod ops;
 pub mod session;
 
 pub use config::MountOptions;
+pub use device::{mtd_stats, SessionFlash};
 pub use image::{recover, save_sidecar, wal_path, ImageFlash, ImageLock};
 pub use session::{is_root, lazy_unmount, Background, Session};
 

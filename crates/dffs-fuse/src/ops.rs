@@ -22,8 +22,8 @@ use fuser::{
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
+use crate::device::SessionFlash;
 use crate::errno::errno;
-use crate::image::ImageFlash;
 
 /// How long the kernel may trust a name or attributes we gave it. Only the kernel changes
 /// the file system while it is mounted, and it invalidates what it changes itself, so names
@@ -37,35 +37,35 @@ const ATTR_TTL: Duration = Duration::ZERO;
 /// [`Fs`] holds its clock as a `Box<dyn Clock>`, which is not `Send` as a type; the only way
 /// to build this wrapper is [`MountedFs::new`], which gives the library the system clock (a
 /// `Send` unit struct), so nothing in it is tied to a thread.
-pub struct MountedFs(Fs<ImageFlash>);
+pub struct MountedFs(Fs<SessionFlash>);
 
 impl MountedFs {
     /// Mounts the library on `flash` with the system clock.
-    pub fn new(flash: ImageFlash, cfg: dffs::Config) -> Result<MountedFs, dffs::Error> {
+    pub fn new(flash: SessionFlash, cfg: dffs::Config) -> Result<MountedFs, dffs::Error> {
         Fs::mount_with_clock(flash, cfg, Box::new(dffs::SystemClock))
             .map(MountedFs)
             .map_err(|(e, _)| e)
     }
 
     /// The file system, for unmounting.
-    pub fn into_inner(self) -> Fs<ImageFlash> {
+    pub fn into_inner(self) -> Fs<SessionFlash> {
         self.0
     }
 }
 
-// SAFETY: see the type's documentation: the only non-`Send` part of `Fs<ImageFlash>` is the
+// SAFETY: see the type's documentation: the only non-`Send` part of `Fs<SessionFlash>` is the
 // boxed clock, and `MountedFs::new` always boxes `SystemClock`, which is `Send`.
 unsafe impl Send for MountedFs {}
 
 impl std::ops::Deref for MountedFs {
-    type Target = Fs<ImageFlash>;
-    fn deref(&self) -> &Fs<ImageFlash> {
+    type Target = Fs<SessionFlash>;
+    fn deref(&self) -> &Fs<SessionFlash> {
         &self.0
     }
 }
 
 impl std::ops::DerefMut for MountedFs {
-    fn deref_mut(&mut self) -> &mut Fs<ImageFlash> {
+    fn deref_mut(&mut self) -> &mut Fs<SessionFlash> {
         &mut self.0
     }
 }
@@ -86,7 +86,7 @@ type HandleKey = (Ino, bool, bool, bool);
 
 impl Handles {
     /// Opens `ino` for the kernel; returns the kernel's file handle.
-    fn open(&mut self, fs: &mut Fs<ImageFlash>, ino: Ino, f: DOpen) -> dffs::Result<u64> {
+    fn open(&mut self, fs: &mut Fs<SessionFlash>, ino: Ino, f: DOpen) -> dffs::Result<u64> {
         let key = (ino, f.write, f.append, f.sync);
         match self.shared.get_mut(&key) {
             Some((_, refs)) => *refs += 1,
@@ -130,7 +130,7 @@ impl Handles {
     }
 
     /// Releases a kernel file handle; the library handle closes with the last of them.
-    fn release(&mut self, fs: &mut Fs<ImageFlash>, fh: u64) -> Result<(), Errno> {
+    fn release(&mut self, fs: &mut Fs<SessionFlash>, fh: u64) -> Result<(), Errno> {
         let key = self.by_fh.remove(&fh).ok_or(Errno::EBADF)?;
         let Some((h, refs)) = self.shared.get_mut(&key) else {
             return Err(Errno::EBADF);
@@ -217,7 +217,7 @@ impl DffsFuse {
     /// Runs `f` on the mounted file system; `EIO` once it is gone.
     fn with<R>(
         &self,
-        f: impl FnOnce(&mut Fs<ImageFlash>, &mut Handles) -> Result<R, Errno>,
+        f: impl FnOnce(&mut Fs<SessionFlash>, &mut Handles) -> Result<R, Errno>,
     ) -> Result<R, Errno> {
         let mut g = lock(&self.shared);
         let sh = &mut *g;
@@ -232,7 +232,7 @@ impl DffsFuse {
     fn change<R>(
         &self,
         durable: bool,
-        f: impl FnOnce(&mut Fs<ImageFlash>, &mut Handles) -> Result<R, Errno>,
+        f: impl FnOnce(&mut Fs<SessionFlash>, &mut Handles) -> Result<R, Errno>,
     ) -> Result<R, Errno> {
         let mut g = lock(&self.shared);
         let sh = &mut *g;
@@ -355,7 +355,7 @@ fn is_sync(flags: i32) -> bool {
 /// The owner of a new entry in `parent`: the caller, with the parent's group when the parent
 /// has the set-group-id bit (as every Linux file system does); directories inherit the bit.
 fn owner(
-    fs: &mut Fs<ImageFlash>,
+    fs: &mut Fs<SessionFlash>,
     req: &Request,
     parent: Ino,
     mode: u32,
@@ -371,7 +371,12 @@ fn owner(
 }
 
 /// Reads up to `size` bytes at `off` (short only at the end of the file).
-fn read_all(fs: &mut Fs<ImageFlash>, h: dffs::Fh, off: u64, size: usize) -> dffs::Result<Vec<u8>> {
+fn read_all(
+    fs: &mut Fs<SessionFlash>,
+    h: dffs::Fh,
+    off: u64,
+    size: usize,
+) -> dffs::Result<Vec<u8>> {
     let mut buf = vec![0u8; size];
     let mut done = 0;
     while done < size {
@@ -386,7 +391,7 @@ fn read_all(fs: &mut Fs<ImageFlash>, h: dffs::Fh, off: u64, size: usize) -> dffs
 }
 
 /// Writes all of `data` at `off`.
-fn write_all(fs: &mut Fs<ImageFlash>, h: dffs::Fh, off: u64, data: &[u8]) -> dffs::Result<usize> {
+fn write_all(fs: &mut Fs<SessionFlash>, h: dffs::Fh, off: u64, data: &[u8]) -> dffs::Result<usize> {
     let mut done = 0;
     while done < data.len() {
         let n = fs.write(h, off + done as u64, &data[done..])?;

@@ -16,8 +16,10 @@ use dffs_sim::{SimFlash, Stats};
 use fuser::{MountOption, SessionACL};
 
 use crate::config::{mount_config, MountOptions};
+use crate::device::SessionFlash;
 use crate::image::{save_sidecar, ImageFlash, ImageLock};
 use crate::ops::{lock, DffsFuse, MountedFs, Shared};
+use dffs_mtd::MtdFlash;
 
 /// A file system mounted on an image, ready to be served.
 pub struct Session {
@@ -33,23 +35,32 @@ impl Session {
     /// exactly `sim`'s contents: a WAL left by a killed session is applied first with
     /// [`crate::recover`]).
     pub fn mount(mut sim: SimFlash, image: &Path, opts: &MountOptions) -> Result<Session, String> {
-        let params = if opts.cache_bytes.is_some() {
-            // The budget's caches depend on the format: look at it read-only first.
-            let probe = Config {
-                read_only: true,
-                ..Config::default()
-            };
-            match Fs::mount(&mut sim, probe) {
-                Ok(fs) => Some(fs.params()),
-                Err(e) => return Err(cannot_mount(image, e)),
-            }
-        } else {
-            None
-        };
+        let params = probe_params(&mut sim, image, opts)?;
         let cfg = mount_config(params.as_ref(), opts)?;
-        let base = sim.stats();
         let flash = ImageFlash::new(sim, image, !opts.read_only)
             .map_err(|e| format!("{}: {e}", image.display()))?;
+        Session::start(SessionFlash::Image(Box::new(flash)), image, opts, cfg)
+    }
+
+    /// Mounts the file system on the MTD device `mtd` (the character device at `dev`). Every
+    /// program reaches the chip when the library issues it; there is no image to save.
+    pub fn mount_mtd(
+        mut mtd: MtdFlash,
+        dev: &Path,
+        opts: &MountOptions,
+    ) -> Result<Session, String> {
+        let params = probe_params(&mut mtd, dev, opts)?;
+        let cfg = mount_config(params.as_ref(), opts)?;
+        Session::start(SessionFlash::Mtd(Box::new(mtd)), dev, opts, cfg)
+    }
+
+    fn start(
+        flash: SessionFlash,
+        image: &Path,
+        opts: &MountOptions,
+        cfg: Config,
+    ) -> Result<Session, String> {
+        let base = flash.stats();
         let fs = MountedFs::new(flash, cfg).map_err(|e| cannot_mount(image, e))?;
         Ok(Session {
             shared: Arc::new(Mutex::new(Shared {
@@ -126,15 +137,14 @@ impl Session {
             Ok(flash) => (flash, Ok(())),
             Err((e, flash)) => (flash, Err(e)),
         };
-        let mut flash = flash;
-        let stats = flash.sim().stats().since(&self.base);
-        if !self.read_only {
+        let stats = flash.stats().since(&self.base);
+        if let (false, SessionFlash::Image(mut flash)) = (self.read_only, flash) {
             // Saved even when the library could not unmount cleanly: the image is then as
             // after a power cut, and everything synced is in it. The pages go in place (the
             // image keeps its inode and our lock), then the sidecar; if writing in place
             // fails, the whole image is saved anew.
             let in_place = flash.persist().map_err(|e| e.to_string());
-            let sim = flash.into_sim();
+            let sim = (*flash).into_sim();
             match in_place {
                 Ok(()) => save_sidecar(&sim, path)?,
                 Err(_) => sim.save(path).map_err(|e| e.to_string())?,
@@ -235,6 +245,25 @@ impl Background {
     }
 }
 
+/// With `--cache`, the budget's caches depend on the format: a read-only look at it first.
+fn probe_params<F: dffs::Flash>(
+    flash: &mut F,
+    image: &Path,
+    opts: &MountOptions,
+) -> Result<Option<dffs::Params>, String> {
+    if opts.cache_bytes.is_none() {
+        return Ok(None);
+    }
+    let probe = Config {
+        read_only: true,
+        ..Config::default()
+    };
+    match Fs::mount(flash, probe) {
+        Ok(fs) => Ok(Some(fs.params())),
+        Err(e) => Err(cannot_mount(image, e)),
+    }
+}
+
 fn cannot_mount(image: &Path, e: dffs::Error) -> String {
     match e {
         dffs::Error::NoFileSystem => format!(
@@ -247,7 +276,7 @@ fn cannot_mount(image: &Path, e: dffs::Error) -> String {
 
 fn session_stats(shared: &Mutex<Shared>, base: &Stats) -> Stats {
     match lock(shared).fs.as_ref() {
-        Some(fs) => fs.flash().sim().stats().since(base),
+        Some(fs) => fs.flash().stats().since(base),
         None => Stats::default(),
     }
 }

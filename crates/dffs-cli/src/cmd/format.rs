@@ -1,10 +1,13 @@
-//! `dffs format IMAGE [--preset NAME] [--size SIZE]`: a new, empty file system on an image.
+//! `dffs format IMAGE [--preset NAME] [--size SIZE]`: a new, empty file system on an image
+//! (or on an MTD device, `dffs format /dev/mtdN`).
 //!
 //! Owns the command's flow and its one-line summary. Creating or reopening the device is
 //! `image.rs`'s job; this module must never write the image before the format succeeded, and
 //! never overwrite a file that is not a device image.
 
 use std::io::Write;
+
+use dffs::Flash;
 use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
@@ -32,14 +35,14 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     // Mount once to report what the new file system offers (and to prove it mounts).
     let mut s = Session::mount(sim, &args.image, Access::ReadWrite, Caches::Embedded)?;
     let info = s.fs().info();
-    let p = *s.sim().preset();
+    let label = s.device().label();
+    let g = s.device().geometry();
     s.finish()?;
-    let g = p.geometry;
     writeln!(
         out,
         "{}: formatted {} ({}, {} blocks of {}, {} bad): {} free",
         args.image.display(),
-        p.name,
+        label,
         size(g.capacity()),
         g.blocks,
         size(g.block_size() as u64),

@@ -82,7 +82,12 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let name = args.image.display().to_string();
     let mut r = report_for(name.clone());
     // Failing to read the image is an error of the command; failing to mount is a finding.
-    let (sim, _) = open_device(&args.image, &args.raw)?;
+    let (sim, _) = open_device(&args.image, &args.raw, Access::ReadOnly)?;
+    let time_kind = if sim.simulated() {
+        "simulated device time"
+    } else {
+        "time in MTD calls"
+    };
     match Session::mount(sim, &args.image, Access::ReadOnly, Caches::Bulk) {
         Err(e) => {
             let why = e.to_string();
@@ -92,12 +97,12 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         Ok(mut s) => {
             r.mounted = true;
             r.recovered = s.fs().info().recovered;
-            let before = s.sim().stats();
+            let before = s.device().stats();
             let rep = s
                 .fs()
                 .fsck()
                 .map_err(|e| CliError::msg(format!("{name}: the check failed: {e}")))?;
-            let cost = s.sim().stats().since(&before);
+            let cost = s.device().stats().since(&before);
             r.clean = rep.is_clean();
             r.errors = rep.errors;
             r.more_errors = rep.more_errors;
@@ -121,7 +126,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
             writeln!(
                 out,
                 "{name}: checked {} directories, {} files and symlinks, {} data blocks ({}); \
-                 {} page reads, {} s of simulated device time{}",
+                 {} page reads, {} s of {time_kind}{}",
                 r.dirs,
                 r.files,
                 r.data_blocks,

@@ -10,6 +10,10 @@
 //! - an existing file is only ever overwritten when it is a device image (it has a sidecar, or
 //!   the user named its preset).
 //!
+//! An MTD character device (`/dev/mtdN`) can stand wherever an image can: it is opened as a
+//! [`Device::Mtd`] (every operation goes to the chip through the kernel; there is nothing to
+//! write back), after checking that DFFS can describe it.
+//!
 //! It must never print anything: it returns [`CliError`]s and values.
 
 use std::collections::hash_map::RandomState;
@@ -20,6 +24,8 @@ use std::path::{Path, PathBuf};
 use clap::Args as ClapArgs;
 use dffs::SystemClock;
 use dffs::{Config, DirEntry, FileKind, FormatOptions, Fs, Ino, OpenFlags, Stat};
+use dffs::{EccStatus, Flash, FlashError, Geometry};
+use dffs_mtd::MtdFlash;
 use dffs_sim::preset::{self, Preset};
 use dffs_sim::{SimFlash, SimOptions, Stats};
 
@@ -138,9 +144,134 @@ fn no_image(path: &Path) -> CliError {
     ))
 }
 
+/// The device a command works on: a simulated device loaded from an image file, or a Linux
+/// MTD device.
+pub enum Device {
+    /// An image file (with its sidecar, or a raw dump of a named preset).
+    Image(Box<SimFlash>),
+    /// An MTD character device.
+    Mtd(Box<MtdFlash>),
+}
+
+macro_rules! both {
+    ($self:ident, $f:ident => $e:expr) => {
+        match $self {
+            Device::Image($f) => $e,
+            Device::Mtd($f) => $e,
+        }
+    };
+}
+
+impl Flash for Device {
+    fn geometry(&self) -> Geometry {
+        both!(self, f => f.geometry())
+    }
+    fn read(
+        &mut self,
+        page: u32,
+        offset: u32,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<EccStatus, FlashError> {
+        both!(self, f => f.read(page, offset, data, oob))
+    }
+    fn program(
+        &mut self,
+        page: u32,
+        offset: u32,
+        data: &[u8],
+        oob: &[u8],
+    ) -> Result<(), FlashError> {
+        both!(self, f => f.program(page, offset, data, oob))
+    }
+    fn erase(&mut self, block: u32) -> Result<(), FlashError> {
+        both!(self, f => f.erase(block))
+    }
+    fn is_bad(&mut self, block: u32) -> Result<bool, FlashError> {
+        both!(self, f => f.is_bad(block))
+    }
+    fn mark_bad(&mut self, block: u32) -> Result<(), FlashError> {
+        both!(self, f => f.mark_bad(block))
+    }
+}
+
+impl Device {
+    /// What the flash paid so far: simulated time for an image, host time around the kernel
+    /// calls for MTD.
+    pub fn stats(&self) -> Stats {
+        match self {
+            Device::Image(sim) => sim.stats(),
+            Device::Mtd(m) => dffs_fuse::mtd_stats(&m.counters()),
+        }
+    }
+
+    /// The simulated device's preset (`None` on MTD).
+    pub fn preset(&self) -> Option<&Preset> {
+        match self {
+            Device::Image(sim) => Some(sim.preset()),
+            Device::Mtd(_) => None,
+        }
+    }
+
+    /// The simulated device (`None` on MTD).
+    pub fn sim(&self) -> Option<&SimFlash> {
+        match self {
+            Device::Image(sim) => Some(sim),
+            Device::Mtd(_) => None,
+        }
+    }
+
+    /// What the device is, for messages: the preset's name, or `mtd-nand "NAME"`.
+    pub fn label(&self) -> String {
+        match self {
+            Device::Image(sim) => sim.preset().name.to_string(),
+            Device::Mtd(m) => format!("mtd-{} \"{}\"", m.info().kind.name(), m.info().name),
+        }
+    }
+
+    /// Whether the time in [`Device::stats`] is simulated (image) rather than measured (MTD).
+    pub fn simulated(&self) -> bool {
+        matches!(self, Device::Image(_))
+    }
+}
+
+/// Whether `path` names a character device (then it is opened as an MTD device).
+pub fn is_char_device(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device())
+}
+
+/// Opens the MTD device at `path`; with `preset`, its geometry must have that preset's layout
+/// (a check that the chip is the one an image was packed for).
+fn open_mtd(path: &Path, writable: bool, preset: Option<&str>) -> Result<MtdFlash, CliError> {
+    let mtd = MtdFlash::open(path, writable).map_err(CliError::msg)?;
+    if let Some(name) = preset {
+        let want = named_preset(name)?.geometry;
+        if !want.same_layout(&mtd.geometry()) {
+            return Err(CliError::msg(format!(
+                "{}: the MTD device is not a {name} device ({:?} vs {:?})",
+                path.display(),
+                mtd.geometry(),
+                want
+            )));
+        }
+    }
+    Ok(mtd)
+}
+
 /// Opens an existing image: with its sidecar, or as a raw dump of `raw.preset` (then the
-/// second value is true: the device's own state, such as erase counters, is unknown).
-pub fn open_device(path: &Path, raw: &RawArgs) -> Result<(SimFlash, bool), CliError> {
+/// second value is true: the device's own state, such as erase counters, is unknown); or an
+/// MTD device (read-write when `access` says so).
+pub fn open_device(path: &Path, raw: &RawArgs, access: Access) -> Result<(Device, bool), CliError> {
+    if is_char_device(path) {
+        let mtd = open_mtd(path, access == Access::ReadWrite, raw.preset.as_deref())?;
+        return Ok((Device::Mtd(Box::new(mtd)), false));
+    }
+    let (sim, raw) = open_image(path, raw)?;
+    Ok((Device::Image(Box::new(sim)), raw))
+}
+
+fn open_image(path: &Path, raw: &RawArgs) -> Result<(SimFlash, bool), CliError> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => no_image(path),
         _ => CliError::local(path, &e),
@@ -180,7 +311,28 @@ pub fn open_device(path: &Path, raw: &RawArgs) -> Result<(SimFlash, bool), CliEr
 /// The device a `format` or `pack` of `path` works on: the existing image (the same device,
 /// with its erase counters and bad blocks; `args` must agree with it), or a new one as `args`
 /// say. Nothing is written to disk here.
-pub fn device_for_format(path: &Path, args: &DeviceArgs) -> Result<SimFlash, CliError> {
+pub fn device_for_format(path: &Path, args: &DeviceArgs) -> Result<Device, CliError> {
+    if is_char_device(path) {
+        if args.size.is_some() || args.erase_size.is_some() {
+            return Err(CliError::msg(format!(
+                "{}: an MTD device has the size and erase blocks of its partition; --size and \
+                 --erase-size are for images",
+                path.display()
+            )));
+        }
+        let mtd = open_mtd(path, true, args.preset.as_deref())?;
+        dffs::format::params::check_geometry(&mtd.geometry()).map_err(|why| {
+            CliError::msg(format!(
+                "{}: DFFS cannot use this device: {why}",
+                path.display()
+            ))
+        })?;
+        return Ok(Device::Mtd(Box::new(mtd)));
+    }
+    device_for_image(path, args).map(|sim| Device::Image(Box::new(sim)))
+}
+
+fn device_for_image(path: &Path, args: &DeviceArgs) -> Result<SimFlash, CliError> {
     let exists = match std::fs::symlink_metadata(path) {
         Ok(_) => true,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
@@ -274,13 +426,13 @@ impl Compress {
 
 /// Formats `sim` with a new, empty file system (a fresh random identifier) whose files are
 /// compressed with `compress`.
-pub fn format_device(path: &Path, sim: SimFlash, compress: Compress) -> Result<SimFlash, CliError> {
+pub fn format_device(path: &Path, dev: Device, compress: Compress) -> Result<Device, CliError> {
     let opts = FormatOptions {
         fs_id: RandomState::new().hash_one(std::time::SystemTime::now()),
         compression: compress.algo(),
         ..FormatOptions::default()
     };
-    Fs::format(sim, &opts)
+    Fs::format(dev, &opts)
         .map_err(|e| CliError::msg(format!("{}: cannot format: {e}", path.display())))
 }
 
@@ -326,7 +478,7 @@ pub fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
 
 /// A file system mounted on an image for one command.
 pub struct Session {
-    fs: Fs<SimFlash>,
+    fs: Fs<Device>,
     path: PathBuf,
     access: Access,
     mount_cost: Stats,
@@ -346,15 +498,15 @@ impl Session {
         raw: &RawArgs,
         caches: Caches,
     ) -> Result<Session, CliError> {
-        let (sim, raw) = open_device(path, raw)?;
-        let mut s = Session::mount(sim, path, access, caches)?;
+        let (dev, raw) = open_device(path, raw, access)?;
+        let mut s = Session::mount(dev, path, access, caches)?;
         s.raw = raw;
         Ok(s)
     }
 
     /// Mounts the file system on `sim`, the device of the image at `path`.
     pub fn mount(
-        sim: SimFlash,
+        sim: Device,
         path: &Path,
         access: Access,
         caches: Caches,
@@ -390,12 +542,12 @@ impl Session {
     }
 
     /// The mounted file system.
-    pub fn fs(&mut self) -> &mut Fs<SimFlash> {
+    pub fn fs(&mut self) -> &mut Fs<Device> {
         &mut self.fs
     }
 
-    /// The simulated device.
-    pub fn sim(&self) -> &SimFlash {
+    /// The device.
+    pub fn device(&self) -> &Device {
         self.fs.flash()
     }
 
@@ -590,7 +742,7 @@ impl Session {
             .fs
             .unmount()
             .map_err(|e| CliError::msg(format!("{}: cannot unmount: {e}", path.display())))?;
-        if self.access == Access::ReadWrite {
+        if let (Access::ReadWrite, Device::Image(sim)) = (self.access, &sim) {
             sim.save(&path)?;
         }
         Ok(sim.stats())

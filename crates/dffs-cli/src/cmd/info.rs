@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use super::image::{chosen_preset, open_device, Access, DeviceArgs, RawArgs, Session};
 use super::{human_bytes, round3, sig3, size, CliError};
+use dffs::Flash;
 
 /// Options of `dffs info`.
 #[derive(ClapArgs, Debug)]
@@ -125,7 +126,7 @@ struct Device {
 #[derive(Serialize)]
 struct Output {
     image: String,
-    preset: &'static str,
+    preset: String,
     kind: &'static str,
     page_size: u32,
     oob_size: u32,
@@ -133,7 +134,7 @@ struct Output {
     blocks: u32,
     erase_size: u32,
     capacity_bytes: u64,
-    endurance: u32,
+    endurance: Option<u32>,
     /// Bytes of live data and metadata on flash (compressed data counts at its compressed
     /// size; the unused tails of partly filled pages and the reserves do not count).
     used_bytes: u64,
@@ -209,19 +210,26 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let cost = s.mount_cost();
     let info = s.fs().info();
     let ram_bytes = s.fs().ram_bytes();
-    let sim = s.sim();
-    let p = *sim.preset();
-    let g = p.geometry;
-    let mut bad = sim.factory_bad_blocks();
-    bad.extend(sim.grown_bad_blocks());
-    let device = (!s.is_raw()).then(|| Device {
-        erase_count: erase_stats(sim.erase_counts(), &bad),
-        sim_secs_total: sim.stats().sim_secs(),
-    });
+    let dev = s.device();
+    let s_is_mtd = !dev.simulated();
+    let label = dev.label();
+    let endurance = dev.preset().map(|p| p.endurance);
+    let g = dev.geometry();
+    let device = match dev.sim() {
+        Some(sim) if !s.is_raw() => {
+            let mut bad = sim.factory_bad_blocks();
+            bad.extend(sim.grown_bad_blocks());
+            Some(Device {
+                erase_count: erase_stats(sim.erase_counts(), &bad),
+                sim_secs_total: sim.stats().sim_secs(),
+            })
+        }
+        _ => None,
+    };
     let (mn, mean, mx) = info.erase_count;
     let o = Output {
         image: image.display().to_string(),
-        preset: p.name,
+        preset: label,
         kind: match g.kind {
             FlashKind::Nand => "nand",
             FlashKind::Nor => "nor",
@@ -232,7 +240,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         blocks: g.blocks,
         erase_size: g.block_size(),
         capacity_bytes: g.capacity(),
-        endurance: p.endurance,
+        endurance,
         used_bytes: info.used_bytes,
         free_bytes: info.free_bytes,
         compression: dffs::format::compress::name(info.params.compression),
@@ -304,7 +312,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
                 o.erase_count.min,
                 sig3(o.erase_count.mean),
                 o.erase_count.max,
-                o.endurance
+                o.endurance.map_or("unknown".to_string(), |e| e.to_string())
             ),
         ),
         (
@@ -316,15 +324,21 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
                     sig3(d.erase_count.mean),
                     d.erase_count.max
                 ),
+                None if s_is_mtd => "device's counters: on the chip (MTD keeps none)".to_string(),
                 None => "device's counters unknown (a raw dump has no sidecar)".to_string(),
             },
         ),
         (
             "mount",
             format!(
-                "{} page reads, {} µs of simulated device time{}",
+                "{} page reads, {} µs of {}{}",
                 o.mount.page_reads,
                 sig3(o.mount.sim_us),
+                if s_is_mtd {
+                    "time in MTD calls"
+                } else {
+                    "simulated device time"
+                },
                 if o.mount.recovered {
                     " (recovered: the last session did not unmount cleanly)"
                 } else {
@@ -417,8 +431,14 @@ const WORKLOAD: &str = "format, mount, mkdir, create and write 3000 B in 256 B p
 /// The device `--ram` measures: the image's, or the chosen preset cut and re-blocked as asked.
 fn ram_preset(args: &Args) -> Result<Preset, CliError> {
     if let Some(image) = &args.image {
-        let (sim, _) = open_device(image, &args.raw)?;
-        return Ok(*sim.preset());
+        let (dev, _) = open_device(image, &args.raw, Access::ReadOnly)?;
+        return dev.preset().copied().ok_or_else(|| {
+            CliError::msg(format!(
+                "{}: --ram measures on a simulated device: give --preset NAME without the MTD \
+                 device",
+                image.display()
+            ))
+        });
     }
     let base = chosen_preset(&DeviceArgs {
         preset: args.raw.preset.clone(),

@@ -18,7 +18,7 @@ use clap::Args as ClapArgs;
 use dffs_fuse::{MountOptions, Session};
 use dffs_sim::Stats;
 
-use super::image::{open_device, RawArgs};
+use super::image::{open_device, Access, Device, RawArgs};
 use super::{warn, CliError};
 
 /// Arguments of `dffs mount`.
@@ -76,7 +76,8 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     }
     // A session that was just unmounted may still be saving this image: wait for it (the
     // lock is held until this session has saved the image in turn).
-    let lock = if args.image.is_file() {
+    // An MTD device is locked the same way: two sessions on one chip would destroy it.
+    let lock = if args.image.is_file() || super::image::is_char_device(&args.image) {
         Some(
             dffs_fuse::ImageLock::acquire(&args.image, !args.ro, Duration::from_secs(60))
                 .map_err(|e| CliError::local(&args.image, &e))?,
@@ -84,7 +85,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     } else {
         None
     };
-    if !args.ro {
+    if !args.ro && args.image.is_file() {
         // A session killed in the middle of a sync point left its pages in the WAL.
         let applied = dffs_fuse::recover(&args.image)
             .map_err(|e| CliError::local(&dffs_fuse::wal_path(&args.image), &e))?;
@@ -95,13 +96,23 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
             ));
         }
     }
-    let (sim, _raw) = open_device(&args.image, &args.raw)?;
+    let access = if args.ro {
+        Access::ReadOnly
+    } else {
+        Access::ReadWrite
+    };
+    let (dev, _raw) = open_device(&args.image, &args.raw, access)?;
+    let simulated = dev.simulated();
     let opts = MountOptions {
         read_only: args.ro,
         sync: args.sync,
         cache_bytes,
     };
-    let mut session = Session::mount(sim, &args.image, &opts).map_err(CliError::msg)?;
+    let mut session = match dev {
+        Device::Image(sim) => Session::mount(*sim, &args.image, &opts),
+        Device::Mtd(mtd) => Session::mount_mtd(*mtd, &args.image, &opts),
+    }
+    .map_err(CliError::msg)?;
     if let Some(lock) = lock {
         session.hold(lock);
     }
@@ -113,14 +124,18 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
             // main thread holds the stdout lock while it serves; write through a descriptor
             // of our own, appending so that a redirect to a file is not overwritten.
             if let Ok(mut o) = std::fs::OpenOptions::new().append(true).open("/dev/stdout") {
-                let _ = writeln!(o, "{}", report_line(&image, &s, "so far"));
+                let _ = writeln!(o, "{}", report_line(&image, &s, "so far", simulated));
             }
             if let Some(p) = &json {
                 let _ = write_json(p, &s);
             }
         })
         .map_err(CliError::msg)?;
-    writeln!(out, "{}", report_line(&args.image, &stats, "session"))?;
+    writeln!(
+        out,
+        "{}",
+        report_line(&args.image, &stats, "session", simulated)
+    )?;
     if let Some(p) = &args.stats {
         write_json(p, &stats).map_err(|e| CliError::local(p, &e))?;
     }
@@ -128,9 +143,14 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
 }
 
 /// One line of flash cost.
-fn report_line(image: &Path, s: &Stats, when: &str) -> String {
+fn report_line(image: &Path, s: &Stats, when: &str, simulated: bool) -> String {
+    let time = if simulated {
+        "simulated device time"
+    } else {
+        "in MTD calls (measured)"
+    };
     format!(
-        "{}: {when}: {} page reads, {} programs, {} erases, {:.3} s simulated device time",
+        "{}: {when}: {} page reads, {} programs, {} erases, {:.3} s {time}",
         image.display(),
         s.reads,
         s.programs,

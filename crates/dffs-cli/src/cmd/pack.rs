@@ -16,7 +16,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use clap::Args as ClapArgs;
-use dffs::{Ino, OpenFlags, SetAttr, Time, ROOT_INO};
+use dffs::{Flash, Ino, OpenFlags, SetAttr, Time, ROOT_INO};
 
 use super::image::{self, Access, Caches, Compress, DeviceArgs, Session};
 use super::progress::Progress;
@@ -300,7 +300,13 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         .setattr(ROOT_INO, root)
         .map_err(|e| CliError::msg(format!("{image_name}: storing {}: {e}", args.dir.display())))?;
     let info = s.fs().info();
-    let p = *s.sim().preset();
+    let label = s.device().label();
+    let capacity = s.device().geometry().capacity();
+    let time_kind = if s.device().simulated() {
+        "simulated"
+    } else {
+        "measured"
+    };
     let end = s.finish()?;
     drop(progress);
     if !args.quiet {
@@ -308,13 +314,13 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         writeln!(
             out,
             "{image_name}: packed {} files ({}), {} directories, {} symlinks into {} ({}): {} \
-             used, {} free; {} s of simulated device time",
+             used, {} free; {} s of {time_kind} device time",
             tree.files,
             human_bytes(tree.bytes),
             tree.dirs,
             tree.symlinks,
-            p.name,
-            size(p.geometry.capacity()),
+            label,
+            size(capacity),
             human_bytes(info.used_bytes),
             human_bytes(info.free_bytes),
             sig3(spent.sim_secs())

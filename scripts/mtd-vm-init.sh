@@ -1,0 +1,192 @@
+#!/bin/sh
+# /init of the VM that scripts/mtd-vm-test.sh boots: runs DFFS on nandsim and mtdram and
+# prints one `PASS name: detail` / `FAIL name: detail` line per check on the console.
+# /dev/vda: the image packed on the host (input); /dev/vdb: where the chip's dump goes.
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+echo 1 > /proc/sys/kernel/printk
+
+for m in $(cat /mods/order); do
+    case $m in nandsim | mtdram) continue ;; esac
+    insmod /mods/$m.ko || echo "insmod $m failed"
+done
+
+# Each line ends with the VM's uptime, so that the log shows where the time goes.
+up() { cut -d' ' -f1 /proc/uptime; }
+pass() { echo "PASS $1: $2 [at $(up) s]"; }
+fail() { echo "FAIL $1: $2 [at $(up) s]"; }
+NAND_ID="id_bytes=0x20,0xf1,0x00,0x15"
+
+# Waits for every dffs process (a session saving after umount) to end.
+settle() {
+    i=0
+    while pidof dffs >/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+}
+mounted() { grep -q " $1 fuse" /proc/mounts; }
+unmount() { umount "$1" 2>/dev/null || umount -l "$1"; settle; }
+
+load_nandsim() {
+    rmmod nandsim 2>/dev/null
+    insmod /mods/nandsim.ko $NAND_ID "$@" || return 1
+    [ -c /dev/mtd0 ] || mdev -s 2>/dev/null
+    grep -q '^mtd0: 08000000 00020000' /proc/mtd
+}
+
+# ---- nandsim ---------------------------------------------------------------------------------
+if load_nandsim; then
+    pass nandsim "$(grep mtd0 /proc/mtd | tr -d '"'), writesize $(cat /sys/class/mtd/mtd0/writesize), oobsize $(cat /sys/class/mtd/mtd0/oobsize), subpage $(cat /sys/class/mtd/mtd0/subpagesize)"
+else
+    fail nandsim "no 128 MiB mtd0: $(cat /proc/mtd | tr '\n' ' ')"
+    poweroff -f
+fi
+
+# ---- format, copy a tree in through FUSE, unmount -------------------------------------------
+copy_in() { # DEV DIRS...
+    dev=$1; shift
+    dffs mount "$dev" /mnt > /tmp/mount.out 2>&1 || { cat /tmp/mount.out; return 1; }
+    for d in "$@"; do cp -a "$d" /mnt/ || { unmount /mnt; return 1; }; done
+    unmount /mnt
+}
+compare() { # DEV SRC [SUBDIRS]
+    dev=$1; src=$2
+    dffs mount "$dev" /mnt --ro > /tmp/mount.out 2>&1 || { cat /tmp/mount.out; return 1; }
+    ok=0
+    if [ $# -gt 2 ]; then
+        shift 2
+        for d in "$@"; do diff -r "$src/$d" "/mnt/$d" > /tmp/diff.out 2>&1 || ok=1; done
+    else
+        diff -r "$src" /mnt > /tmp/diff.out 2>&1 || ok=1
+    fi
+    unmount /mnt
+    [ $ok = 0 ] || { head -c 400 /tmp/diff.out; return 1; }
+}
+
+t0=$(date +%s)
+if dffs format /dev/mtd0 > /tmp/f.out 2>&1 && copy_in /dev/mtd0 /tree/.; then
+    pass format-copy "$(cat /tmp/f.out | cut -c1-160); copied $(du -s /tree | cut -f1) KiB in $(( $(date +%s) - t0 )) s"
+else
+    fail format-copy "$(cat /tmp/f.out /tmp/mount.out 2>/dev/null | tr '\n' ' ' | cut -c1-300)"
+fi
+if r=$(compare /dev/mtd0 /tree 2>&1); then
+    pass remount-compare "remounted read-only, every file, directory and symlink equal (diff -r)"
+else
+    fail remount-compare "$(echo "$r" | tr '\n' ' ' | cut -c1-300)"
+fi
+if dffs fsck /dev/mtd0 > /tmp/fsck.out 2>&1; then
+    pass fsck "$(tr '\n' ' ' < /tmp/fsck.out | cut -c1-200)"
+else
+    fail fsck "$(tr '\n' ' ' < /tmp/fsck.out | cut -c1-300)"
+fi
+
+# ---- the chip's dump, for the host to open ----------------------------------------------------
+if nanddump --oob --bb=padbad -q -f /dev/vdb /dev/mtd0 2>/tmp/dump.err; then
+    sync
+    pass dump "nanddump --oob of mtd0 written for the host"
+else
+    fail dump "$(tr '\n' ' ' < /tmp/dump.err)"
+fi
+
+# ---- an image packed on the host, written with nandwrite --oob --------------------------------
+flash_erase -q /dev/mtd0 0 0
+if nandwrite --oob -q /dev/mtd0 - < /dev/vda 2>/tmp/nw.err \
+    && r=$(compare /dev/mtd0 /tree 2>&1) && dffs fsck /dev/mtd0 > /tmp/fsck.out 2>&1; then
+    pass pack-nandwrite "host 'dffs pack' image, nandwrite --oob, mounted: tree equal, fsck clean"
+else
+    fail pack-nandwrite "$(cat /tmp/nw.err /tmp/fsck.out 2>/dev/null | tr '\n' ' ' | cut -c1-200) $r"
+fi
+
+# ---- bad blocks and bit flips ------------------------------------------------------------------
+if load_nandsim badblocks=3,10,200,777,1000 bitflips=1; then
+    before=$(cat /sys/class/mtd/mtd0/corrected_bits 2>/dev/null || echo 0)
+    if dffs format /dev/mtd0 > /tmp/f.out 2>&1 && copy_in /dev/mtd0 /tree/. \
+        && r=$(compare /dev/mtd0 /tree 2>&1) && dffs fsck /dev/mtd0 > /tmp/fsck.out 2>&1; then
+        bad=$(dffs info /dev/mtd0 --json | grep '"bad_blocks"' | tr -dc 0-9)
+        if [ "${bad:-0}" -ge 5 ]; then
+            pass bad-blocks "5 bad blocks given to nandsim, dffs info counts $bad; tree equal, fsck clean"
+        else
+            fail bad-blocks "dffs info counts ${bad:-?} bad blocks, nandsim has 5"
+        fi
+        # More reads, so that nandsim's rare flips (1 in 1024 page reads) show up.
+        compare /dev/mtd0 /tree > /dev/null 2>&1 && compare /dev/mtd0 /tree > /dev/null 2>&1
+        ok=$?
+        after=$(cat /sys/class/mtd/mtd0/corrected_bits 2>/dev/null || echo 0)
+        if [ $ok = 0 ] && [ $((after - before)) -gt 0 ]; then
+            pass bitflips "$((after - before)) bit flips corrected by ECC during the run, every read equal"
+        elif [ $ok = 0 ]; then
+            fail bitflips "no bit flip happened (corrected_bits $before -> $after): nothing was tested"
+        else
+            fail bitflips "a read differed after bit flips"
+        fi
+    else
+        fail bad-blocks "$(cat /tmp/f.out /tmp/mount.out /tmp/fsck.out 2>/dev/null | tr '\n' ' ' | cut -c1-300) $r"
+        fail bitflips "not run: the bad-block run failed"
+    fi
+else
+    fail bad-blocks "nandsim with badblocks= did not load"
+fi
+
+# ---- the dffs process killed mid-write, then remounted -------------------------------------------
+# nandsim lives in the VM's RAM, so killing QEMU would erase the chip; the cut here is the
+# file-system process dying (SIGKILL) between or during its MTD calls, 3 rounds on one chip.
+load_nandsim
+dffs format /dev/mtd0 > /dev/null 2>&1
+: > /tmp/synced
+round=1; kill_ok=0; checked=0
+while [ $round -le 3 ]; do
+    dffs mount /dev/mtd0 /mnt --foreground > /tmp/kmount.out 2>&1 &
+    dpid=$!
+    i=0; while ! mounted /mnt && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    (
+        n=0
+        while true; do
+            n=$((n + 1)); name=r${round}f$n
+            head -c $(( (n * 4099) % 60000 + 1 )) /dev/urandom > /tmp/src
+            dd if=/tmp/src of=/mnt/$name bs=4096 conv=fsync 2>/dev/null || break
+            echo "$(md5sum < /tmp/src | cut -d' ' -f1) $name" >> /tmp/synced
+        done
+    ) &
+    wpid=$!
+    sleep $((round + 2))
+    kill -9 $dpid
+    wait $dpid 2>/dev/null
+    kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
+    umount -l /mnt 2>/dev/null
+    settle
+    if ! dffs mount /dev/mtd0 /mnt > /tmp/mount.out 2>&1; then
+        fail kill-recover "round $round: remount failed: $(tr '\n' ' ' < /tmp/mount.out)"; kill_ok=1; break
+    fi
+    while read -r sum name; do
+        got=$(md5sum < /mnt/$name 2>/dev/null | cut -d' ' -f1)
+        if [ "$got" != "$sum" ]; then
+            fail kill-recover "round $round: synced file $name lost or wrong"; kill_ok=1
+        fi
+        checked=$((checked + 1))
+    done < /tmp/synced
+    unmount /mnt
+    dffs fsck /dev/mtd0 > /tmp/fsck.out 2>&1 || { fail kill-recover "round $round: fsck: $(tr '\n' ' ' < /tmp/fsck.out | cut -c1-200)"; kill_ok=1; }
+    [ $kill_ok = 0 ] || break
+    round=$((round + 1))
+done
+if [ $kill_ok = 0 ]; then
+    pass kill-recover "3 rounds of SIGKILL mid-write: $(wc -l < /tmp/synced) synced files, $checked checks after remounts all equal, fsck clean"
+fi
+
+# ---- NOR: mtdram (a RAM-backed MTD device, bytes overwritten, 64 KiB erase blocks) ------------
+if insmod /mods/mtdram.ko total_size=8192 erase_size=64; then
+    dev=/dev/$(grep -l 'mtdram' /sys/class/mtd/mtd*/name | head -1 | cut -d/ -f5)
+    if dffs format "$dev" > /tmp/f.out 2>&1 && copy_in "$dev" /tree/d1 /tree/d2 /tree/d3 \
+        && r=$(compare "$dev" /tree d1 d2 d3 2>&1) && dffs fsck "$dev" > /tmp/fsck.out 2>&1; then
+        pass nor-mtdram "$dev: $(cut -c1-120 /tmp/f.out); 3 directories copied, equal after remount, fsck clean"
+    else
+        fail nor-mtdram "$(cat /tmp/f.out /tmp/mount.out /tmp/fsck.out 2>/dev/null | tr '\n' ' ' | cut -c1-300) $r"
+    fi
+else
+    fail nor-mtdram "mtdram did not load"
+fi
+
+sync
+echo "VM-DONE"
+poweroff -f
