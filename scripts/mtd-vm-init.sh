@@ -10,7 +10,7 @@ mount -t tmpfs tmp /tmp
 echo 1 > /proc/sys/kernel/printk
 
 for m in $(cat /mods/order); do
-    case $m in nandsim | mtdram) continue ;; esac
+    case $m in nandsim | mtdram | phram) continue ;; esac
     insmod /mods/$m.ko || echo "insmod $m failed"
 done
 
@@ -27,6 +27,46 @@ settle() {
 }
 mounted() { grep -q " $1 fuse" /proc/mounts; }
 unmount() { umount "$1" 2>/dev/null || umount -l "$1"; settle; }
+
+# ---- power-cut boots: NOR on phram over RAM that QEMU keeps in a host file -----------------
+# The host boots the VM with its RAM in a shared file and 16 MiB at 0x30000000 reserved
+# (memmap=), which phram makes an MTD device. Killing QEMU leaves that memory, every store
+# that reached it included, in the file: a power cut of the chip at an arbitrary instant.
+# dffs_mode=cycle: recover, report every file (HAVE name md5) and fsck, then write files with
+# fsync and report each one whose fsync returned (SYNCED name md5) until QEMU is killed.
+# dffs_mode=check: the same report, then power off.
+mode=$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^dffs_mode=//p')
+if [ -n "$mode" ]; then
+    round=$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^dffs_round=//p')
+    insmod /mods/phram.ko phram=cutnor,0x30000000,16777216,65536 || echo "FAIL phram: no device"
+    dev=/dev/$(grep -l cutnor /sys/class/mtd/mtd*/name | head -1 | cut -d/ -f5)
+    dffs info "$dev" > /dev/null 2>&1 || { dffs format "$dev" > /dev/null && echo "FORMATTED $dev"; }
+    if dffs mount "$dev" /mnt > /tmp/mount.out 2>&1; then
+        echo "MOUNTED $(date +%s)"
+        for f in /mnt/*; do
+            [ -f "$f" ] && echo "HAVE ${f#/mnt/} $(md5sum < "$f" | cut -d' ' -f1)"
+        done
+        unmount /mnt
+        if dffs fsck "$dev" > /tmp/fsck.out 2>&1; then echo "FSCK clean"; else echo "FSCK $(tr '\n' ' ' < /tmp/fsck.out)"; fi
+    else
+        echo "MOUNT-FAILED $(tr '\n' ' ' < /tmp/mount.out)"
+    fi
+    if [ "$mode" = cycle ]; then
+        dffs mount "$dev" /mnt > /tmp/mount.out 2>&1
+        echo "WRITING"
+        n=0
+        while true; do
+            n=$((n + 1)); name=c${round}f$n
+            head -c $(( (n * 7919) % 40000 + 1 )) /dev/urandom > /tmp/src
+            dd if=/tmp/src of=/mnt/$name bs=4096 conv=fsync 2>/dev/null || { echo "WRITE-FAILED $name"; sleep 1; continue; }
+            echo "SYNCED $name $(md5sum < /tmp/src | cut -d' ' -f1)"
+            # Delete some older files now and then, so that GC and free space churn too.
+            [ $((n % 5)) = 0 ] && [ -f /mnt/c${round}f$((n - 3)) ] && rm /mnt/c${round}f$((n - 3)) && sync && echo "REMOVED c${round}f$((n - 3))"
+        done
+    fi
+    echo "VM-DONE"
+    poweroff -f
+fi
 
 load_nandsim() {
     rmmod nandsim 2>/dev/null
@@ -103,7 +143,7 @@ if load_nandsim badblocks=3,10,200,777,1000 bitflips=1; then
     before=$(cat /sys/class/mtd/mtd0/corrected_bits 2>/dev/null || echo 0)
     if dffs format /dev/mtd0 > /tmp/f.out 2>&1 && copy_in /dev/mtd0 /tree/. \
         && r=$(compare /dev/mtd0 /tree 2>&1) && dffs fsck /dev/mtd0 > /tmp/fsck.out 2>&1; then
-        bad=$(dffs info /dev/mtd0 --json | grep '"bad_blocks"' | tr -dc 0-9)
+        bad=$(dffs info /dev/mtd0 --json | grep -m1 '"bad_blocks"' | tr -dc 0-9)
         if [ "${bad:-0}" -ge 5 ]; then
             pass bad-blocks "5 bad blocks given to nandsim, dffs info counts $bad; tree equal, fsck clean"
         else

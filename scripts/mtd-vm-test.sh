@@ -6,6 +6,7 @@
 #
 #   scripts/mtd-vm-test.sh            # builds target/release/dffs, runs every check
 #   DFFS=path/to/dffs scripts/mtd-vm-test.sh
+#   ONLY=power-cut CUTS=20 scripts/mtd-vm-test.sh   # only the power-cut rounds, 20 of them
 #
 # Needs (installed with apt-get when run as root and missing): qemu-system-x86, busybox-static,
 # mtd-utils, cpio; the kernel comes from Debian's linux-image package (downloaded, not
@@ -103,7 +104,7 @@ add_mod() {
     cp "$f" "$IR/mods/"
     order+=("$1")
 }
-for m in virtio_pci virtio_blk fuse mtd nand nandcore bch mtdram; do add_mod "$m"; done
+for m in virtio_pci virtio_blk fuse mtd nand nandcore bch mtdram phram; do add_mod "$m"; done
 add_mod nandsim
 echo "${order[@]}" > "$IR/mods/order"
 cp -a "$TREE" "$IR/tree"
@@ -113,14 +114,15 @@ chmod +x "$IR/init"
 
 # --- boot ----------------------------------------------------------------------------------
 start=$(date +%s)
-timeout "${VM_TIMEOUT:-1500}" qemu-system-x86_64 -machine q35 -accel tcg -m 1024 -smp 1 \
+: > "$WORK/results"
+[ "${ONLY:-}" = power-cut ] || timeout "${VM_TIMEOUT:-1500}" qemu-system-x86_64 -machine q35 -accel tcg -m 1024 -smp 1 \
     -kernel "$VMLINUZ" -initrd "$WORK/initramfs.gz" \
     -append "console=ttyS0 quiet panic=-1 rdinit=/init" \
     -drive file="$WORK/host.img",format=raw,if=virtio,readonly=on \
     -drive file="$WORK/dump.img",format=raw,if=virtio \
     -nographic -no-reboot > "$LOG" 2>&1 || true
 took=$(( $(date +%s) - start ))
-tr -d '\r' < "$LOG" | grep -oE '(PASS|FAIL) [a-z-]+: .*' > "$WORK/results" || true
+[ "${ONLY:-}" = power-cut ] || { tr -d '\r' < "$LOG" | grep -oE '(PASS|FAIL) [a-z-]+: .*' > "$WORK/results" || true; }
 
 # --- host side of the interop check: the chip's dump opens on the host ------------------------
 if grep -q '^PASS dump:' "$WORK/results"; then
@@ -134,9 +136,73 @@ if grep -q '^PASS dump:' "$WORK/results"; then
     fi
 fi
 
+# --- power cuts: kill QEMU while DFFS writes to a NOR MTD device that survives the kill -------
+# The VM's RAM is a shared host file; 16 MiB of it (reserved with memmap=) is the phram MTD
+# device. Every store the guest made is in the file when QEMU dies, so the next boot finds the
+# chip exactly as the cut left it. Each boot recovers, reports the files it has (HAVE) and
+# fsck, then writes files with fsync and reports each one whose fsync returned (SYNCED) until
+# the host kills QEMU, at a different moment each round. A last boot only reports.
+CUTS=${CUTS:-6}
+VMRAM=$WORK/vmram
+rm -f "$VMRAM" && truncate -s 1G "$VMRAM"
+boot_cut() { # MODE ROUND LOG
+    exec qemu-system-x86_64 -accel tcg -m 1G -smp 1 \
+        -object memory-backend-file,id=ram,size=1G,mem-path="$VMRAM",share=on \
+        -machine q35,memory-backend=ram \
+        -kernel "$VMLINUZ" -initrd "$WORK/initramfs.gz" \
+        -append "console=ttyS0 quiet panic=-1 rdinit=/init nokaslr memmap=16M\$0x30000000 dffs_mode=$1 dffs_round=$2" \
+        -nographic -no-reboot > "$3" 2>&1
+}
+: > "$WORK/synced"
+: > "$WORK/removed"
+cut_fail=""
+cut_checks=0
+# Compares what a boot found (HAVE lines of LOG) with every file synced before it.
+check_boot() { # LOG WHEN
+    local log=$1 clean
+    clean=$(tr -d '\r' < "$log")
+    if ! grep -q 'MOUNTED' <<< "$clean"; then
+        cut_fail="$2: mount failed: $(grep -o 'MOUNT-FAILED.*' <<< "$clean" | head -c 200)"; return
+    fi
+    grep -q 'FSCK clean' <<< "$clean" || { cut_fail="$2: $(grep -o 'FSCK .*' <<< "$clean" | head -c 200)"; return; }
+    while read -r _ name sum; do
+        got=$(grep -oE "HAVE $name [0-9a-f]{32}" <<< "$clean" | awk '{print $3}' || true)
+        if grep -qx "REMOVED $name" "$WORK/removed"; then
+            [ -z "$got" ] || [ "$got" = "$sum" ] || { cut_fail="$2: removed file $name came back changed"; return; }
+        elif [ "$got" != "$sum" ]; then
+            cut_fail="$2: synced file $name ${got:+has other content}${got:-is missing}"; return
+        fi
+        cut_checks=$((cut_checks + 1))
+    done < "$WORK/synced"
+}
+cut_start=$(date +%s)
+for r in $(seq 1 "$CUTS"); do
+    log=$WORK/cut$r.log
+    boot_cut cycle "$r" "$log" &
+    qpid=$!
+    for _ in $(seq 1 900); do grep -q WRITING "$log" 2>/dev/null && break; sleep 0.2; done
+    sleep "$(( (r * 37) % 5 + 2 )).$(( (r * 53) % 10 ))"
+    kill -9 "$qpid" 2>/dev/null
+    wait "$qpid" 2>/dev/null || true
+    [ "$r" = 1 ] || check_boot "$log" "boot $r (after cut $((r - 1)))"
+    [ -z "$cut_fail" ] || break
+    tr -d '\r' < "$log" | grep -oE 'SYNCED [a-z0-9]+ [0-9a-f]{32}' >> "$WORK/synced" || true
+    tr -d '\r' < "$log" | grep -oE 'REMOVED [a-z0-9]+' >> "$WORK/removed" || true
+done
+if [ -z "$cut_fail" ]; then
+    timeout 600 bash -c "$(declare -f boot_cut); VMRAM='$VMRAM' VMLINUZ='$VMLINUZ' WORK='$WORK'; boot_cut check 0 '$WORK/cutcheck.log'" || true
+    check_boot "$WORK/cutcheck.log" "final boot"
+fi
+if [ -z "$cut_fail" ]; then
+    echo "PASS power-cut: $CUTS kills of QEMU mid-write on phram NOR (16 MiB, 64 KiB blocks): $(wc -l < "$WORK/synced") synced files, $cut_checks checks after reboots all equal, fsck clean each boot ($(( $(date +%s) - cut_start )) s)" >> "$WORK/results"
+else
+    echo "FAIL power-cut: $cut_fail" >> "$WORK/results"
+fi
+
 cat "$WORK/results"
-expected=(nandsim format-copy remount-compare fsck dump pack-nandwrite bad-blocks bitflips kill-recover nor-mtdram host-unpack)
+expected=(nandsim format-copy remount-compare fsck dump pack-nandwrite bad-blocks bitflips kill-recover nor-mtdram host-unpack power-cut)
 fail=0
+[ "${ONLY:-}" = power-cut ] && expected=(power-cut)
 for e in "${expected[@]}"; do
     if ! grep -q "^PASS $e:" "$WORK/results"; then
         grep -q "^FAIL $e:" "$WORK/results" || echo "FAIL $e: did not run (see $LOG)"

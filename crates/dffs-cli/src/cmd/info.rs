@@ -123,6 +123,14 @@ struct Device {
     sim_secs_total: f64,
 }
 
+/// What the kernel counted for an MTD device since it appeared.
+#[derive(Serialize)]
+struct MtdEcc {
+    corrected_bits: u32,
+    uncorrectable: u32,
+    bad_blocks: u32,
+}
+
 #[derive(Serialize)]
 struct Output {
     image: String,
@@ -153,6 +161,9 @@ struct Output {
     ram_bytes: usize,
     /// The simulator's own view; `null` for a raw dump, whose device history is unknown.
     device: Option<Device>,
+    /// The kernel's counters of an MTD device (`ECCGETSTATS`); absent for images.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mtd_ecc: Option<MtdEcc>,
 }
 
 /// Up to `n` buckets of equal width covering `counts`' range.
@@ -226,6 +237,14 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         }
         _ => None,
     };
+    let mtd_ecc = match dev {
+        super::image::Device::Mtd(m) => m.device().ecc_stats().ok().map(|e| MtdEcc {
+            corrected_bits: e.corrected,
+            uncorrectable: e.failed,
+            bad_blocks: e.badblocks,
+        }),
+        super::image::Device::Image(_) => None,
+    };
     let (mn, mean, mx) = info.erase_count;
     let o = Output {
         image: image.display().to_string(),
@@ -262,6 +281,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         },
         ram_bytes,
         device,
+        mtd_ecc,
     };
     s.finish()?;
     if args.json {
@@ -306,6 +326,16 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         ("compression", o.compression.to_string()),
         ("bad blocks", o.bad_blocks.to_string()),
         (
+            "mtd",
+            match &o.mtd_ecc {
+                Some(e) => format!(
+                    "kernel counts {} corrected bit flips, {} uncorrectable reads, {} bad blocks",
+                    e.corrected_bits, e.uncorrectable, e.bad_blocks
+                ),
+                None => String::new(),
+            },
+        ),
+        (
             "erase count",
             format!(
                 "min {}, mean {}, max {} (file system's counters; endurance {})",
@@ -349,6 +379,10 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         ("RAM", format!("{} B after mount", o.ram_bytes)),
     ];
     for (k, v) in lines {
+        // The `mtd` line only for MTD devices.
+        if k == "mtd" && v.is_empty() {
+            continue;
+        }
         writeln!(out, "{k:<12}{v}")?;
     }
     writeln!(out, "wear (file system's erase counts: blocks)")?;
