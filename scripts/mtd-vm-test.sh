@@ -63,8 +63,11 @@ for d in $(seq 1 12); do
         seed=$((seed + 1))
     done
     printf 'small %s\n' "$d" > "$TREE/d$d/sub/note.txt"
-    ln -s "../d$d/f1.bin" "$TREE/d$d/sub/link"
+    ln -s ../f1.bin "$TREE/d$d/sub/link"
 done
+ln -s /nowhere/at/all "$TREE/dangling"
+chmod 600 "$TREE/d1/f1.bin"
+chmod 750 "$TREE/d2"
 : > "$TREE/empty"
 head -c 3000000 /dev/urandom > "$TREE/big.bin"
 "$DFFS" pack "$TREE" "$WORK/host.img" --preset nand-slc-128m -q 2>/dev/null || {
