@@ -183,6 +183,29 @@ else
     fail bad-blocks "nandsim with badblocks= did not load"
 fi
 
+# ---- programs and erases that fail: nandsim's weak pages and weak blocks ------------------------
+# A weak page fails a program (and a weak block an erase) with even odds once it has been
+# written (erased) the given number of times: the driver returns -EIO, DFFS must retire the
+# block and put what it was writing elsewhere.
+wp=""; for b in $(seq 8 2 40); do wp="$wp,$((b * 64)):0,$((b * 64 + 1)):0"; done
+wb=""; for b in $(seq 9 2 41); do wb="$wb,$b:0"; done
+if load_nandsim weakpages=${wp#,} weakblocks=${wb#,}; then
+    if dffs format /dev/mtd0 > /tmp/f.out 2>&1 && copy_in /dev/mtd0 /tree/. \
+        && r=$(compare /dev/mtd0 /tree 2>&1) && dffs fsck /dev/mtd0 > /tmp/fsck.out 2>&1; then
+        bad=$(dffs info /dev/mtd0 --json | grep -m1 '"bad_blocks"' | tr -dc 0-9)
+        kbad=$(cat /sys/class/mtd/mtd0/bad_blocks 2>/dev/null)
+        if [ "${bad:-0}" -ge 1 ]; then
+            pass program-erase-failures "weak pages in 17 blocks, weak blocks 17: $bad blocks retired (kernel: ${kbad:-?} marked bad); tree equal, fsck clean"
+        else
+            fail program-erase-failures "no block was retired: no program or erase failed, nothing was tested"
+        fi
+    else
+        fail program-erase-failures "$(cat /tmp/f.out /tmp/mount.out /tmp/fsck.out 2>/dev/null | tr '\n' ' ' | cut -c1-300) $r"
+    fi
+else
+    fail program-erase-failures "nandsim with weakpages=/weakblocks= did not load"
+fi
+
 # ---- the dffs process killed mid-write, then remounted -------------------------------------------
 # nandsim lives in the VM's RAM, so killing QEMU would erase the chip; the cut here is the
 # file-system process dying (SIGKILL) between or during its MTD calls, 3 rounds on one chip.

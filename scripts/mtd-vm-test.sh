@@ -203,7 +203,7 @@ else
 fi
 
 cat "$WORK/results"
-expected=(nandsim format-copy remount-compare fsck dump pack-nandwrite bad-blocks bitflips kill-recover nor-mtdram host-unpack power-cut)
+expected=(nandsim format-copy remount-compare fsck dump pack-nandwrite bad-blocks bitflips program-erase-failures kill-recover nor-mtdram host-unpack power-cut)
 fail=0
 [ "${ONLY:-}" = power-cut ] && expected=(power-cut)
 for e in "${expected[@]}"; do
