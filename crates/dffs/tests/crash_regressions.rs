@@ -217,3 +217,50 @@ fn a_directory_root_full_of_bucket_addresses_still_fits_its_page() {
     }
     assert!(fs.fsck().unwrap().is_clean());
 }
+
+/// Regression (found by the chained-cut torture): after a mount that recovered from a cut, the
+/// first change writes the recovery checkpoint. A change whose arguments the tree refuses must
+/// say why (`EEXIST`, `ENOTEMPTY`, `ENOENT`) without writing anything: the torture saw ENOSPC
+/// instead on a full device, where that checkpoint found no room. Here the device loses power
+/// at its next program, so any write attempt shows.
+#[test]
+fn refused_names_need_no_recovery_checkpoint() {
+    use dffs::Error;
+    let p = preset("nand-slc-128m").unwrap().with_blocks(32).unwrap();
+    let dev = Fs::format(SimFlash::new(p).unwrap(), &FormatOptions::default()).unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    let f = fs.create(d, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.mkdir(ROOT_INO, b"e", 0o755, 0, 0).unwrap();
+    fs.sync().unwrap();
+    let dev = fs.into_flash();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    assert!(fs.info().recovered, "the mount must have recovered");
+    let ops = fs.flash().program_erase_ops();
+    fs.flash_mut().cut_power_after(1);
+    assert_eq!(
+        fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap_err(),
+        Error::Exists
+    );
+    assert_eq!(fs.create(d, b"f", 0o644, 0, 0).unwrap_err(), Error::Exists);
+    assert_eq!(fs.link(f, d, b"f").unwrap_err(), Error::Exists);
+    assert_eq!(fs.rmdir(ROOT_INO, b"d").unwrap_err(), Error::NotEmpty);
+    assert_eq!(
+        fs.rename(ROOT_INO, b"e", ROOT_INO, b"d").unwrap_err(),
+        Error::NotEmpty
+    );
+    assert_eq!(fs.unlink(ROOT_INO, b"nope").unwrap_err(), Error::NotFound);
+    assert_eq!(fs.rmdir(ROOT_INO, b"nope").unwrap_err(), Error::NotFound);
+    assert_eq!(fs.unlink(ROOT_INO, b"d").unwrap_err(), Error::IsDir);
+    assert_eq!(fs.flash().program_erase_ops(), ops, "nothing was written");
+    assert!(fs.flash().is_powered());
+    // A change the tree accepts does need the checkpoint, and the cut stops it.
+    assert!(fs.mkdir(ROOT_INO, b"new", 0o755, 0, 0).is_err());
+    assert!(!fs.flash().is_powered());
+    let mut dev = fs.into_flash();
+    dev.power_up();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    fs.lookup(d, b"f").unwrap();
+    assert_eq!(fs.lookup(ROOT_INO, b"new").unwrap_err(), Error::NotFound);
+    assert!(fs.fsck().unwrap().is_clean());
+}

@@ -95,14 +95,24 @@ impl<F: Flash> Fs<F> {
         Ok(Taken)
     }
 
-    /// Fails when the file system cannot be modified now.
-    pub(crate) fn ensure_writable(&mut self) -> Result<()> {
+    /// Whether a change may be made at all (`ReadOnly`, or the error that broke the
+    /// session), without writing anything. Operations check this first, then their
+    /// arguments against the tree (`EEXIST`, `ENOENT`, `ENOTEMPTY` …), and only then call
+    /// [`Fs::ensure_writable`], whose recovery checkpoint may need space: a name that exists
+    /// is `EEXIST` even on a full device.
+    pub(crate) fn writable_now(&self) -> Result<()> {
         if let Some(e) = self.mount.broken {
             return Err(e);
         }
         if self.cfg.read_only {
             return Err(Error::ReadOnly);
         }
+        Ok(())
+    }
+
+    /// Fails when the file system cannot be modified now.
+    pub(crate) fn ensure_writable(&mut self) -> Result<()> {
+        self.writable_now()?;
         if self.mount.need_recovery_cp && !self.mount.replaying {
             self.mount.need_recovery_cp = false;
             // A fresh start: new journal block, new heads, new anchor block. The old reserved

@@ -85,8 +85,9 @@ impl<F: Flash> Fs<F> {
         gid: u32,
         target: &[u8],
     ) -> Result<Stat> {
-        self.ensure_writable()?;
+        self.writable_now()?;
         self.check_new_name(parent, name)?;
+        self.ensure_writable()?;
         self.meta_space()?;
         let ino = self.map.find_free(&mut self.store)?;
         let now = self.now();
@@ -190,7 +191,7 @@ impl<F: Flash> Fs<F> {
     /// whose names no longer fit its inode node gets `TooManyLinks`.
     pub fn link(&mut self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Stat> {
         self.guard(|fs| {
-            fs.ensure_writable()?;
+            fs.writable_now()?;
             match fs.map.get(&mut fs.store, ino)? {
                 MapEntry::Dir(_) => return Err(Error::NotPermitted),
                 MapEntry::File { .. } | MapEntry::Linked(_) => {}
@@ -203,6 +204,7 @@ impl<F: Flash> Fs<F> {
                 return Err(Error::TooManyLinks);
             }
             check_linked_name(&p, node, parent, name, None).map_err(|_| Error::TooManyLinks)?;
+            fs.ensure_writable()?;
             fs.meta_space()?;
             let rec = Record::HardLink {
                 tid: fs.txn.open.unwrap_or(0),
@@ -221,11 +223,12 @@ impl<F: Flash> Fs<F> {
     /// Removes a file or symlink.
     pub fn unlink(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
         self.guard(|fs| {
-            fs.ensure_writable()?;
+            fs.writable_now()?;
             let f = fs.find(parent, name)?.ok_or(Error::NotFound)?;
             if f.is_dir {
                 return Err(Error::IsDir);
             }
+            fs.ensure_writable()?;
             let rec = Record::Unlink {
                 tid: fs.txn.open.unwrap_or(0),
                 ino: f.ino,
@@ -243,7 +246,7 @@ impl<F: Flash> Fs<F> {
     /// Removes an empty directory (`ENOTEMPTY` otherwise).
     pub fn rmdir(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
         self.guard(|fs| {
-            fs.ensure_writable()?;
+            fs.writable_now()?;
             if name == b"." {
                 return Err(Error::Invalid);
             }
@@ -257,6 +260,7 @@ impl<F: Flash> Fs<F> {
             if fs.dirs.root(&mut fs.store, &mut fs.map, f.ino)?.entries != 0 {
                 return Err(Error::NotEmpty);
             }
+            fs.ensure_writable()?;
             let rec = Record::Unlink {
                 tid: fs.txn.open.unwrap_or(0),
                 ino: f.ino,
@@ -295,7 +299,7 @@ impl<F: Flash> Fs<F> {
         new_name: &[u8],
     ) -> Result<()> {
         self.guard(|fs| {
-            fs.ensure_writable()?;
+            fs.writable_now()?;
             crate::index::dir::check_name(new_name)?;
             if old_name == b"." || old_name == b".." {
                 return Err(Error::Invalid);
@@ -330,6 +334,7 @@ impl<F: Flash> Fs<F> {
                     check_linked_name(&p, node, new_parent, new_name, replacing)?;
                 }
             }
+            fs.ensure_writable()?;
             fs.meta_space()?;
             let rec = Record::Rename {
                 tid: fs.txn.open.unwrap_or(0),
