@@ -75,13 +75,6 @@ impl<F: Flash> Medium<F> {
     }
 
     /// Remembers `block` (physical) for scrubbing.
-    /// Counts a read that a retry got right (a check above the ECC failed first) and makes
-    /// the page's block a scrub candidate, as [`Medium::read_page`] does for ECC failures.
-    pub(super) fn note_recovered(&mut self, page: u32) {
-        self.counts.recovered += 1;
-        self.scrub_candidate(self.g.block_of(page));
-    }
-
     fn scrub_candidate(&mut self, block: u32) {
         if !self.scrub.contains(&block) && self.scrub.len() < SCRUB_MAX {
             self.scrub.push(block);

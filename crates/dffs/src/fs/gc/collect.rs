@@ -6,13 +6,14 @@
 
 use crate::error::{Error, Result};
 use crate::format::codec::{crc32c, Reader};
-use crate::format::node::{self, NodeType, Probe, TAG_DATA};
+use crate::format::node::{self, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
 use crate::format::params::{Addr, NODE_HEADER};
 use crate::fs::checkpoint::{CheckpointDone, CheckpointNeed};
 use crate::fs::gc::data::data_node_span;
 use crate::fs::gc::{GcState, KEPT_MAX};
 use crate::fs::Fs;
 use crate::index::inode_map::MapEntry;
+use crate::store::medium::READ_RETRIES;
 use crate::store::BlockState;
 use alloc::vec;
 use dffs_flash::{EccStatus, Flash, FlashKind};
@@ -195,9 +196,11 @@ impl<F: Flash> Fs<F> {
         let g = p.geometry;
         let page = victim * g.pages_per_block + page_in_block;
         let mut data = vec![0u8; g.page_size as usize];
-        let (st, tag) = self.store.read_tagged_page(page, &mut data)?;
+        let mut oob = [0xFFu8; OOB_TAG_LEN];
+        let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
+        let st = self.store.read_page(page, &mut data, &mut oob[..n])?;
         let carry = core::mem::take(&mut self.gc.carry) as usize;
-        let tag = match tag {
+        let tag = match OobTag::decode(&oob) {
             Ok(Some(t)) => t,
             // Never programmed, or skipped by recovery after a power cut: later pages may still
             // hold nodes.
@@ -210,8 +213,14 @@ impl<F: Flash> Fs<F> {
         };
         let base = p.addr_of(page as u64 * g.page_size as u64);
         if tag.kind == TAG_DATA {
-            // `read_tagged_page` already read it again while the CRC failed.
-            let good = st != EccStatus::Uncorrectable && tag.data_crc == crc32c(&data);
+            let mut good = st != EccStatus::Uncorrectable && tag.data_crc == crc32c(&data);
+            for _ in 0..READ_RETRIES {
+                if good {
+                    break;
+                }
+                let st = self.store.read_page(page, &mut data, &mut oob[..n])?;
+                good = st != EccStatus::Uncorrectable && tag.data_crc == crc32c(&data);
+            }
             let r = if good {
                 self.gc_data_block(tag.ino, tag.block, base, &data)
             } else {
