@@ -7,6 +7,7 @@
 #   scripts/mtd-vm-test.sh            # builds target/release/dffs, runs every check
 #   DFFS=path/to/dffs scripts/mtd-vm-test.sh
 #   ONLY=power-cut CUTS=20 scripts/mtd-vm-test.sh   # only the power-cut rounds, 20 of them
+#   ONLY=bad-blocks scripts/mtd-vm-test.sh          # only bad blocks + bit flips, 4 times
 #
 # Needs (installed with apt-get when run as root and missing): qemu-system-x86, busybox-static,
 # mtd-utils, cpio; the kernel comes from Debian's linux-image package (downloaded, not
@@ -120,7 +121,7 @@ start=$(date +%s)
 : > "$WORK/results"
 [ "${ONLY:-}" = power-cut ] || timeout "${VM_TIMEOUT:-1500}" qemu-system-x86_64 -machine q35 -accel tcg -m 1024 -smp 1 \
     -kernel "$VMLINUZ" -initrd "$WORK/initramfs.gz" \
-    -append "console=ttyS0 quiet panic=-1 rdinit=/init" \
+    -append "console=ttyS0 quiet panic=-1 rdinit=/init${ONLY:+ dffs_only=$ONLY}" \
     -drive file="$WORK/host.img",format=raw,if=virtio,readonly=on \
     -drive file="$WORK/dump.img",format=raw,if=virtio \
     -nographic -no-reboot > "$LOG" 2>&1 || true
@@ -146,6 +147,7 @@ fi
 # fsck, then writes files with fsync and reports each one whose fsync returned (SYNCED) until
 # the host kills QEMU, at a different moment each round. A last boot only reports.
 CUTS=${CUTS:-6}
+[ -z "${ONLY:-}" ] || [ "$ONLY" = power-cut ] || CUTS=0
 VMRAM=$WORK/vmram
 rm -f "$VMRAM" && truncate -s 1G "$VMRAM"
 boot_cut() { # MODE ROUND LOG
@@ -192,11 +194,13 @@ for r in $(seq 1 "$CUTS"); do
     tr -d '\r' < "$log" | grep -oE 'SYNCED [a-z0-9]+ [0-9a-f]{32}' >> "$WORK/synced" || true
     tr -d '\r' < "$log" | grep -oE 'REMOVED [a-z0-9]+' >> "$WORK/removed" || true
 done
-if [ -z "$cut_fail" ]; then
+if [ -z "$cut_fail" ] && [ "$CUTS" -gt 0 ]; then
     timeout 600 bash -c "$(declare -f boot_cut); VMRAM='$VMRAM' VMLINUZ='$VMLINUZ' WORK='$WORK'; boot_cut check 0 '$WORK/cutcheck.log'" || true
     check_boot "$WORK/cutcheck.log" "final boot"
 fi
-if [ -z "$cut_fail" ]; then
+if [ "$CUTS" = 0 ]; then
+    :
+elif [ -z "$cut_fail" ]; then
     echo "PASS power-cut: $CUTS kills of QEMU mid-write on phram NOR (16 MiB, 64 KiB blocks): $(wc -l < "$WORK/synced") synced files, $cut_checks checks after reboots all equal, fsck clean each boot ($(( $(date +%s) - cut_start )) s)" >> "$WORK/results"
 else
     echo "FAIL power-cut: $cut_fail" >> "$WORK/results"
@@ -206,6 +210,7 @@ cat "$WORK/results"
 expected=(nandsim format-copy remount-compare fsck dump pack-nandwrite bad-blocks bitflips program-erase-failures kill-recover nor-mtdram host-unpack power-cut)
 fail=0
 [ "${ONLY:-}" = power-cut ] && expected=(power-cut)
+[ "${ONLY:-}" = bad-blocks ] && expected=(bad-blocks bitflips)
 for e in "${expected[@]}"; do
     if ! grep -q "^PASS $e:" "$WORK/results"; then
         grep -q "^FAIL $e:" "$WORK/results" || echo "FAIL $e: did not run (see $LOG)"

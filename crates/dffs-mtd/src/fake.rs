@@ -19,6 +19,7 @@ pub struct RamMtd {
     oob: Vec<u8>,
     bad: BTreeSet<u64>,
     read_faults: BTreeMap<u64, ReadEcc>,
+    oob_flips: BTreeSet<u64>,
     fail_programs: BTreeSet<u64>,
     fail_erases: BTreeSet<u64>,
     /// Kernel calls served.
@@ -76,6 +77,7 @@ impl RamMtd {
             info,
             bad: BTreeSet::new(),
             read_faults: BTreeMap::new(),
+            oob_flips: BTreeSet::new(),
             fail_programs: BTreeSet::new(),
             fail_erases: BTreeSet::new(),
             calls: 0,
@@ -96,6 +98,13 @@ impl RamMtd {
     /// a corrected read and garbled for an uncorrectable one).
     pub fn inject_read(&mut self, addr: u64, ecc: ReadEcc) {
         self.read_faults.insert(self.page_of(addr), ecc);
+    }
+
+    /// The next read of the page holding `addr` returns its free OOB bytes with one bit
+    /// flipped and no ECC report: the software ECC Linux uses on many controllers covers the
+    /// data area only (nandsim's `bitflips=` does this).
+    pub fn flip_free_oob_next_read(&mut self, addr: u64) {
+        self.oob_flips.insert(self.page_of(addr));
     }
 
     /// The next program of the page holding `addr` fails with `-EIO`.
@@ -163,6 +172,9 @@ impl MtdIo for RamMtd {
         if !oob.is_empty() {
             let r = self.free_range(self.page_of(start), oob.len())?;
             oob.copy_from_slice(&self.oob[r]);
+            if self.oob_flips.remove(&self.page_of(start)) {
+                oob[oob.len() / 2] ^= 0x10;
+            }
         }
         match self.read_faults.remove(&self.page_of(start)) {
             Some(ecc) => {

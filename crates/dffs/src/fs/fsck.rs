@@ -13,7 +13,7 @@
 use super::Fs;
 use crate::error::{Error, Result};
 use crate::format::attrs::{Ino, ROOT_INO};
-use crate::format::node::{OobTag, OOB_TAG_LEN, TAG_DATA};
+use crate::format::node::TAG_DATA;
 use crate::format::params::{Addr, LogKind};
 use crate::index::dir::{name_hash, PLACEHOLDER};
 use crate::index::file::{blocks_for, FileNode};
@@ -498,13 +498,11 @@ impl<F: Flash> Fs<F> {
                 }
                 let page = (p.byte_of(a) / g.page_size as u64) as u32;
                 let mut data = vec![0u8; g.page_size as usize];
-                let mut oob = [0xFFu8; OOB_TAG_LEN];
-                let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
-                match self.store.read_page(page, &mut data, &mut oob[..n]) {
-                    Ok(EccStatus::Uncorrectable) => w
+                match self.store.read_tagged_page(page, &mut data) {
+                    Ok((EccStatus::Uncorrectable, _)) => w
                         .rep
                         .error(format!("{path}: block {b} at {a:?} is uncorrectable")),
-                    Ok(_) => match OobTag::decode(&oob) {
+                    Ok((_, tag)) => match tag {
                         Ok(Some(t)) if t.kind == TAG_DATA && t.ino == node.ino && t.block == b => {
                             if t.data_crc != crate::format::codec::crc32c(&data) {
                                 w.rep

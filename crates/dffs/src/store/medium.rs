@@ -74,7 +74,15 @@ impl<F: Flash> Medium<F> {
         }
     }
 
+    /// Counts a read that a retry got right after a check above the ECC failed (a bit error
+    /// in bytes the ECC does not cover). The block is not made a scrub candidate: the error
+    /// is outside the ECC's reach, so moving the data would not make it safer.
+    pub(super) fn note_recovered(&mut self) {
+        self.counts.recovered += 1;
+    }
+
     /// Remembers `block` (physical) for scrubbing.
+
     fn scrub_candidate(&mut self, block: u32) {
         if !self.scrub.contains(&block) && self.scrub.len() < SCRUB_MAX {
             self.scrub.push(block);

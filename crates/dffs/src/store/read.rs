@@ -10,7 +10,8 @@ use alloc::vec::Vec;
 use super::medium::READ_RETRIES;
 use super::Store;
 use crate::error::{Error, Result};
-use crate::format::node::{self, NodeHeader, NodeType, Probe};
+use crate::format::codec::crc32c;
+use crate::format::node::{self, NodeHeader, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
 use crate::format::params::{Addr, NODE_HEADER};
 use dffs_flash::{EccStatus, Flash, FlashKind};
 
@@ -96,6 +97,41 @@ impl<F: Flash> Store<F> {
         let pos = page as u64 * g.page_size as u64;
         let ppage = (self.phys_pos(pos) / g.page_size as u64) as u32;
         self.medium.read_page(ppage, 0, data, oob)
+    }
+
+    /// Reads NAND page `page` with its OOB tag, and reads it again, at most [`READ_RETRIES`]
+    /// more times, while a read the ECC called good gives a tag that fails its check or, for a
+    /// data tag, data that fails the tag's CRC. The free OOB bytes are not covered by every
+    /// controller's ECC (Linux's software ECC protects the data area only; nandsim's
+    /// `bitflips=` flips OOB bits too), so a bit error there reads as a corrupt tag with a
+    /// `Clean` status, and is as transient as the errors the ECC reports. An `Uncorrectable`
+    /// read is returned as it is ([`Store::read_page`] has retried it already). Returns the
+    /// last status and the last tag (an erased tag is `Ok(None)` and is not retried).
+    pub fn read_tagged_page(
+        &mut self,
+        page: u32,
+        data: &mut [u8],
+    ) -> Result<(EccStatus, Result<Option<OobTag>>)> {
+        let n = OOB_TAG_LEN.min(self.p.geometry.oob_free_len as usize);
+        let mut tries = 0;
+        loop {
+            let mut oob = [0xFFu8; OOB_TAG_LEN];
+            let st = self.read_page(page, data, &mut oob[..n])?;
+            let tag = OobTag::decode(&oob);
+            let good = st == EccStatus::Uncorrectable
+                || match &tag {
+                    Ok(None) => true,
+                    Ok(Some(t)) => t.kind != TAG_DATA || t.data_crc == crc32c(data),
+                    Err(_) => false,
+                };
+            if good || tries == READ_RETRIES {
+                if good && tries > 0 {
+                    self.medium.note_recovered();
+                }
+                return Ok((st, tag));
+            }
+            tries += 1;
+        }
     }
 
     /// Reads a complete node at `a` (at most `max_len` bytes long), checks its CRC and type,

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::compress::{self, DATAZ_HEADER};
-use crate::format::node::{self, NodeBuilder, NodeType, OobTag, Probe, OOB_TAG_LEN};
+use crate::format::node::{self, NodeBuilder, NodeType, OobTag, Probe};
 use crate::format::params::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
 use crate::fs::Fs;
 use crate::store::{Priority, DATA_HEADER};
@@ -52,18 +52,12 @@ impl<F: Flash> Fs<F> {
                     return Err(Error::Corrupt);
                 }
                 let page = (p.byte_of(a) / g.page_size as u64) as u32;
-                let mut oob = [0u8; OOB_TAG_LEN];
-                let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
-                let st = self.store.read_page(page, buf, &mut oob[..n])?;
+                let (st, tag) = self.store.read_tagged_page(page, buf)?;
                 if st == EccStatus::Uncorrectable {
                     return Err(Error::Io);
                 }
-                let tag = match OobTag::decode(&oob) {
-                    Ok(Some(t)) => t,
-                    other => {
-                        let _ = other;
-                        return Err(Error::Io);
-                    }
+                let Ok(Some(tag)) = tag else {
+                    return Err(Error::Io);
                 };
                 if !Self::tag_matches(&tag, ino, b)
                     || tag.data_crc != crate::format::codec::crc32c(buf)

@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::format::codec::{crc32c, Reader};
-use crate::format::node::{self, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
+use crate::format::node::{self, NodeType, Probe, OOB_TAG_LEN, TAG_DATA};
 use crate::format::params::{Addr, NODE_HEADER};
 use crate::fs::checkpoint::{CheckpointDone, CheckpointNeed};
 use crate::fs::gc::data::data_node_span;
@@ -196,11 +196,9 @@ impl<F: Flash> Fs<F> {
         let g = p.geometry;
         let page = victim * g.pages_per_block + page_in_block;
         let mut data = vec![0u8; g.page_size as usize];
-        let mut oob = [0xFFu8; OOB_TAG_LEN];
-        let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
-        let st = self.store.read_page(page, &mut data, &mut oob[..n])?;
+        let (st, tag) = self.store.read_tagged_page(page, &mut data)?;
         let carry = core::mem::take(&mut self.gc.carry) as usize;
-        let tag = match OobTag::decode(&oob) {
+        let tag = match tag {
             Ok(Some(t)) => t,
             // Never programmed, or skipped by recovery after a power cut: later pages may still
             // hold nodes.
@@ -213,7 +211,11 @@ impl<F: Flash> Fs<F> {
         };
         let base = p.addr_of(page as u64 * g.page_size as u64);
         if tag.kind == TAG_DATA {
+            // `read_tagged_page` read it again while the CRC failed on a good read; an
+            // uncorrectable one is tried again here (the tag, with its own check, was read).
             let mut good = st != EccStatus::Uncorrectable && tag.data_crc == crc32c(&data);
+            let mut oob = [0xFFu8; OOB_TAG_LEN];
+            let n = OOB_TAG_LEN.min(g.oob_free_len as usize);
             for _ in 0..READ_RETRIES {
                 if good {
                     break;
