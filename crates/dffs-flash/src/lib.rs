@@ -387,6 +387,48 @@ forward_flash!(&mut T);
 #[cfg(feature = "std")]
 forward_flash!(std::boxed::Box<T>);
 
+/// Implements [`Flash`] for an enum whose every variant holds one device, by forwarding each
+/// method to the variant's device: `flash_enum!(Device { Image, Mtd });` for
+/// `enum Device { Image(Box<SimFlash>), Mtd(Box<MtdFlash>) }`. For front ends that open one
+/// of several kinds of device at run time.
+#[macro_export]
+macro_rules! flash_enum {
+    ($name:ident { $($variant:ident),+ $(,)? }) => {
+        impl $crate::Flash for $name {
+            fn geometry(&self) -> $crate::Geometry {
+                match self { $($name::$variant(f) => f.geometry(),)+ }
+            }
+            fn read(
+                &mut self,
+                page: u32,
+                offset: u32,
+                data: &mut [u8],
+                oob: &mut [u8],
+            ) -> ::core::result::Result<$crate::EccStatus, $crate::FlashError> {
+                match self { $($name::$variant(f) => f.read(page, offset, data, oob),)+ }
+            }
+            fn program(
+                &mut self,
+                page: u32,
+                offset: u32,
+                data: &[u8],
+                oob: &[u8],
+            ) -> ::core::result::Result<(), $crate::FlashError> {
+                match self { $($name::$variant(f) => f.program(page, offset, data, oob),)+ }
+            }
+            fn erase(&mut self, block: u32) -> ::core::result::Result<(), $crate::FlashError> {
+                match self { $($name::$variant(f) => f.erase(block),)+ }
+            }
+            fn is_bad(&mut self, block: u32) -> ::core::result::Result<bool, $crate::FlashError> {
+                match self { $($name::$variant(f) => f.is_bad(block),)+ }
+            }
+            fn mark_bad(&mut self, block: u32) -> ::core::result::Result<(), $crate::FlashError> {
+                match self { $($name::$variant(f) => f.mark_bad(block),)+ }
+            }
+        }
+    };
+}
+
 pub use nor_adapter::NorFlashDevice;
 
 mod nor_adapter {

@@ -8,7 +8,6 @@
 
 use std::io;
 
-use dffs::{EccStatus, Flash, FlashError, Geometry};
 use dffs_mtd::{Counters, MtdFlash};
 use dffs_sim::Stats;
 
@@ -65,44 +64,4 @@ pub fn mtd_stats(c: &Counters) -> Stats {
     }
 }
 
-macro_rules! both {
-    ($self:ident, $f:ident => $e:expr) => {
-        match $self {
-            SessionFlash::Image($f) => $e,
-            SessionFlash::Mtd($f) => $e,
-        }
-    };
-}
-
-impl Flash for SessionFlash {
-    fn geometry(&self) -> Geometry {
-        both!(self, f => f.geometry())
-    }
-    fn read(
-        &mut self,
-        page: u32,
-        offset: u32,
-        data: &mut [u8],
-        oob: &mut [u8],
-    ) -> Result<EccStatus, FlashError> {
-        both!(self, f => f.read(page, offset, data, oob))
-    }
-    fn program(
-        &mut self,
-        page: u32,
-        offset: u32,
-        data: &[u8],
-        oob: &[u8],
-    ) -> Result<(), FlashError> {
-        both!(self, f => f.program(page, offset, data, oob))
-    }
-    fn erase(&mut self, block: u32) -> Result<(), FlashError> {
-        both!(self, f => f.erase(block))
-    }
-    fn is_bad(&mut self, block: u32) -> Result<bool, FlashError> {
-        both!(self, f => f.is_bad(block))
-    }
-    fn mark_bad(&mut self, block: u32) -> Result<(), FlashError> {
-        both!(self, f => f.mark_bad(block))
-    }
-}
+dffs::flash_enum!(SessionFlash { Image, Mtd });

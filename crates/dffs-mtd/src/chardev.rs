@@ -98,6 +98,17 @@ struct EccLayoutUser {
     oobfree: [[u32; 2]; 8],
 }
 
+/// A buffer's address (`ptr`, `len` bytes) as the kernel's `__u64` user pointer; an empty
+/// buffer is a null pointer (the kernel then skips that part). Callers pass `as_mut_ptr()`
+/// for buffers the kernel fills, so the pointer may be written through.
+fn user_ptr(ptr: *const u8, len: usize) -> u64 {
+    if len == 0 {
+        0
+    } else {
+        ptr as u64
+    }
+}
+
 const MEMGETINFO: u64 = ioc(R, 1, std::mem::size_of::<InfoUser>() as u64);
 const MEMGETBADBLOCK: u64 = ioc(W, 11, 8);
 const MEMSETBADBLOCK: u64 = ioc(W, 12, 8);
@@ -311,16 +322,8 @@ impl MtdIo for CharDev {
             start,
             len: data.len() as u64,
             ooblen: oob.len() as u64,
-            usr_data: if data.is_empty() {
-                0
-            } else {
-                data.as_mut_ptr() as u64
-            },
-            usr_oob: if oob.is_empty() {
-                0
-            } else {
-                oob.as_mut_ptr() as u64
-            },
+            usr_data: user_ptr(data.as_mut_ptr(), data.len()),
+            usr_oob: user_ptr(oob.as_mut_ptr(), oob.len()),
             mode: MTD_OPS_AUTO_OOB,
             padding: [0; 7],
             ecc_stats: ReadReqEccStats::default(),
@@ -363,16 +366,8 @@ impl MtdIo for CharDev {
             start,
             len: data.len() as u64,
             ooblen: oob.len() as u64,
-            usr_data: if data.is_empty() {
-                0
-            } else {
-                data.as_ptr() as u64
-            },
-            usr_oob: if oob.is_empty() {
-                0
-            } else {
-                oob.as_ptr() as u64
-            },
+            usr_data: user_ptr(data.as_ptr(), data.len()),
+            usr_oob: user_ptr(oob.as_ptr(), oob.len()),
             mode: MTD_OPS_AUTO_OOB,
             padding: [0; 7],
         };

@@ -34,7 +34,7 @@ pub(crate) mod journal;
 pub(crate) mod store;
 
 pub use dffs_flash::{
-    EccStatus, Flash, FlashError, FlashKind, Geometry, NorFlashDevice, PagePairing,
+    flash_enum, EccStatus, Flash, FlashError, FlashKind, Geometry, NorFlashDevice, PagePairing,
 };
 pub use error::{Error, Result};
 pub use format::attrs::{Attrs, Ino, Time, ROOT_INO};

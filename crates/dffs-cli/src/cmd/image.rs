@@ -22,9 +22,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use clap::Args as ClapArgs;
+use dffs::Flash;
 use dffs::SystemClock;
 use dffs::{Config, DirEntry, FileKind, FormatOptions, Fs, Ino, OpenFlags, Stat};
-use dffs::{EccStatus, Flash, FlashError, Geometry};
 use dffs_mtd::MtdFlash;
 use dffs_sim::preset::{self, Preset};
 use dffs_sim::{SimFlash, SimOptions, Stats};
@@ -153,47 +153,7 @@ pub enum Device {
     Mtd(Box<MtdFlash>),
 }
 
-macro_rules! both {
-    ($self:ident, $f:ident => $e:expr) => {
-        match $self {
-            Device::Image($f) => $e,
-            Device::Mtd($f) => $e,
-        }
-    };
-}
-
-impl Flash for Device {
-    fn geometry(&self) -> Geometry {
-        both!(self, f => f.geometry())
-    }
-    fn read(
-        &mut self,
-        page: u32,
-        offset: u32,
-        data: &mut [u8],
-        oob: &mut [u8],
-    ) -> Result<EccStatus, FlashError> {
-        both!(self, f => f.read(page, offset, data, oob))
-    }
-    fn program(
-        &mut self,
-        page: u32,
-        offset: u32,
-        data: &[u8],
-        oob: &[u8],
-    ) -> Result<(), FlashError> {
-        both!(self, f => f.program(page, offset, data, oob))
-    }
-    fn erase(&mut self, block: u32) -> Result<(), FlashError> {
-        both!(self, f => f.erase(block))
-    }
-    fn is_bad(&mut self, block: u32) -> Result<bool, FlashError> {
-        both!(self, f => f.is_bad(block))
-    }
-    fn mark_bad(&mut self, block: u32) -> Result<(), FlashError> {
-        both!(self, f => f.mark_bad(block))
-    }
-}
+dffs::flash_enum!(Device { Image, Mtd });
 
 impl Device {
     /// What the flash paid so far: simulated time for an image, host time around the kernel

@@ -82,7 +82,6 @@ impl<F: Flash> Medium<F> {
     }
 
     /// Remembers `block` (physical) for scrubbing.
-
     fn scrub_candidate(&mut self, block: u32) {
         if !self.scrub.contains(&block) && self.scrub.len() < SCRUB_MAX {
             self.scrub.push(block);
