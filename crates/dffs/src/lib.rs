@@ -31,6 +31,7 @@ pub mod format;
 mod fs;
 pub(crate) mod index;
 pub(crate) mod journal;
+mod sort;
 pub(crate) mod store;
 
 pub use dffs_flash::{

@@ -39,6 +39,7 @@ pub fn group_blocks(p: &Params, group_bytes: u32) -> u32 {
 }
 
 /// Deflate level used when writing (miniz's default trade-off).
+#[cfg(feature = "compression")]
 const DEFLATE_LEVEL: u8 = 6;
 
 /// The name of an algorithm (for reports and the CLI).
@@ -61,30 +62,43 @@ pub fn parse(s: &str) -> Option<u8> {
     }
 }
 
+/// Whether this build can compress and decompress with `algo` (`NONE` always; LZ4 and
+/// deflate with the `compression` feature).
+pub const fn supported(algo: u8) -> bool {
+    algo == NONE || (cfg!(feature = "compression") && (algo == LZ4 || algo == DEFLATE))
+}
+
 /// Compresses `input` with `algo`; `None` when the result would be longer than `max_out`
-/// bytes (the block does not shrink enough to be worth a compressed node) or `algo` is none.
+/// bytes (the block does not shrink enough to be worth a compressed node), `algo` is none, or
+/// this build does not have it (the block is then stored as it is, which every build reads).
 pub fn compress(algo: u8, input: &[u8], max_out: usize) -> Option<Vec<u8>> {
-    match algo {
-        LZ4 => {
-            let out = lz4_flex::block::compress(input);
-            (out.len() <= max_out).then_some(out)
-        }
-        DEFLATE => {
-            let out = miniz_oxide::deflate::compress_to_vec(input, DEFLATE_LEVEL);
-            (out.len() <= max_out).then_some(out)
-        }
-        _ => None,
+    #[cfg(feature = "compression")]
+    {
+        let out = match algo {
+            LZ4 => lz4_flex::block::compress(input),
+            DEFLATE => miniz_oxide::deflate::compress_to_vec(input, DEFLATE_LEVEL),
+            _ => return None,
+        };
+        (out.len() <= max_out).then_some(out)
+    }
+    #[cfg(not(feature = "compression"))]
+    {
+        let _ = (algo, input, max_out);
+        None
     }
 }
 
 /// Decompresses `input` into `out`, which must come out exactly filled. Corrupt or hostile
-/// input gives [`Error::Io`]; nothing is allocated beyond `out.len()`.
+/// input gives [`Error::Io`]; nothing is allocated beyond `out.len()`. An algorithm this build
+/// does not have is [`Error::NotSupported`].
 pub fn decompress(algo: u8, input: &[u8], out: &mut [u8]) -> Result<()> {
     match algo {
+        #[cfg(feature = "compression")]
         LZ4 => match lz4_flex::block::decompress_into(input, out) {
             Ok(n) if n == out.len() => Ok(()),
             _ => Err(Error::Io),
         },
+        #[cfg(feature = "compression")]
         DEFLATE => match miniz_oxide::inflate::decompress_to_vec_with_limit(input, out.len()) {
             Ok(v) if v.len() == out.len() => {
                 out.copy_from_slice(&v);
@@ -92,6 +106,11 @@ pub fn decompress(algo: u8, input: &[u8], out: &mut [u8]) -> Result<()> {
             }
             _ => Err(Error::Io),
         },
+        #[cfg(not(feature = "compression"))]
+        LZ4 | DEFLATE => {
+            let _ = (input, out);
+            Err(Error::NotSupported)
+        }
         _ => Err(Error::Io),
     }
 }

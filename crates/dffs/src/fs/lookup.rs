@@ -365,7 +365,7 @@ impl<F: Flash> Fs<F> {
                     },
                 ));
             }
-            ents.sort_by_key(|(o, e)| (*o, e.ino));
+            crate::sort::sort_by_key(&mut ents, |(o, e)| (*o, e.ino));
             let mut i = 0;
             while i < ents.len() {
                 let order = ents[i].0;

@@ -29,6 +29,9 @@ impl<F: Flash> Fs<F> {
     pub fn format(flash: F, opts: &FormatOptions) -> Result<F> {
         let g = flash.geometry();
         let mut p = Params::for_geometry(g, opts)?;
+        if !crate::format::compress::supported(opts.compression) {
+            return Err(Error::NotSupported);
+        }
         let mut st = Store::new(flash, p);
         // Bad blocks as the device marks them.
         for b in 0..g.blocks {
@@ -333,7 +336,7 @@ impl<F: Flash> Fs<F> {
             return Ok(self.mount.journal_garbage);
         }
         self.txn.next = self.txn.next.max(max_tid.saturating_add(1));
-        committed.sort_unstable();
+        crate::sort::sort(&mut committed);
         // Pass 2: apply.
         self.mount.replaying = true;
         self.store.set_replaying(true);

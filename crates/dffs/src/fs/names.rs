@@ -424,6 +424,9 @@ impl<F: Flash> Fs<F> {
             if algo > crate::format::compress::DEFLATE {
                 return Err(Error::Invalid);
             }
+            if !crate::format::compress::supported(algo) {
+                return Err(Error::NotSupported);
+            }
             match fs.map.get(&mut fs.store, ino)? {
                 MapEntry::Dir(_) => return Err(Error::IsDir),
                 MapEntry::File { .. } | MapEntry::Linked(_) | MapEntry::Orphan => {}

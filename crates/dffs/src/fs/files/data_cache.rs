@@ -94,7 +94,7 @@ impl DataCache {
                 (e.item.block, e.item.data.clone())
             })
             .collect();
-        v.sort_by_key(|x| x.0);
+        crate::sort::sort_by_key(&mut v, |x| x.0);
         v
     }
 }

@@ -247,7 +247,7 @@ impl<F: Flash> Fs<F> {
                 written.push((b + k, 1, Addr::packed(a)));
             }
         }
-        written.sort_by_key(|w| w.0);
+        crate::sort::sort_by_key(&mut written, |w| w.0);
         let spilled = self.overlay(ino)?.spilled.is_some();
         if spilled {
             return self.record_spilled_writes(ino, &written);

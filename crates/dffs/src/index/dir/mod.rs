@@ -351,7 +351,7 @@ impl Dirs {
                 })
                 .filter(|e| e.order as u64 >= from)
                 .collect();
-            v.sort_by_key(|e| e.order);
+            crate::sort::sort_by_key(&mut v, |e| e.order);
             v
         };
         if from > 0x7FFF_FFFF {

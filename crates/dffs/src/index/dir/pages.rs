@@ -90,7 +90,7 @@ impl DirPages {
             .filter(|c| c.dirty)
             .map(|c| c.item.ino)
             .collect();
-        v.sort_unstable();
+        crate::sort::sort(&mut v);
         v.dedup();
         v
     }
