@@ -1,6 +1,9 @@
 //! The standard small workload by which DFFS's RAM is measured, run through this C API exactly
 //! as C firmware would call it, on a RAM-backed flash device: format, mount, mkdir, create,
-//! write, synced overwrite, read back, rename, stat, list a directory, unmount. The firmware
+//! write, synced overwrite, read back, rename, stat, list a directory; then a tree as a device
+//! keeps one (20 files in 10 directories, written with three files open at once, one renamed
+//! into another directory), unmount, mount again, every file read back and every directory
+//! listed, unmount. The firmware
 //! example (`examples/firmware`), `dffs info --ram` and `scripts/footprint.sh` all run this one
 //! workload, so their figures describe the same thing.
 //!
@@ -26,6 +29,12 @@ use crate::types::*;
 
 /// Bytes the workload writes to its file (a few NOR pages, not a multiple of one).
 const WORKLOAD_FILE_BYTES: usize = 3000;
+
+/// Directories of the tree phase (`/d0` .. `/d9`), files in each (`f0`, `f1`), and the bytes
+/// of each file (a few pages, not a multiple of one).
+const TREE_DIRS: u8 = 10;
+const TREE_FILES: u8 = 2;
+const TREE_FILE_BYTES: usize = 700;
 
 /// The figures one run of [`run`] measured. Heap figures are what the library's counting
 /// allocator handed out (zero unless this crate's `global-allocator` feature installed it),
@@ -322,6 +331,10 @@ pub fn run(
         fig.heap_after_mount = dffs_heap_current().saturating_sub(base);
         let steps = body(fs);
         fig.ram_bytes_after_mount = steps? as usize;
+        tree(fs)?;
+        check("unmount", dffs_unmount(fs) as i64)?;
+        check("remount", dffs_mount(&mut fs, &cfg) as i64)?;
+        check_tree(fs)?;
         check("unmount", dffs_unmount(fs) as i64)?;
         fig.heap_peak = dffs_heap_peak().saturating_sub(base);
         fig.heap_after_unmount = dffs_heap_current().saturating_sub(base);
@@ -414,4 +427,155 @@ unsafe fn body(fs: *mut dffs_t) -> Result<i64, Failure> {
         check("closedir", dffs_dir_close(fs, &mut d) as i64)?;
         Ok(ram_bytes)
     }
+}
+
+/// `/dD` (`name` empty) or `/dD/NAME` as a NUL-terminated path in `buf` (`name` at most 11
+/// bytes).
+fn tree_path(buf: &mut [u8; 16], dir: u8, name: &[u8]) -> *const c_char {
+    buf[..3].copy_from_slice(&[b'/', b'd', b'0' + dir]);
+    let mut n = 3;
+    if !name.is_empty() {
+        buf[3] = b'/';
+        buf[4..4 + name.len()].copy_from_slice(name);
+        n = 4 + name.len();
+    }
+    buf[n] = 0;
+    buf.as_ptr().cast()
+}
+
+/// The byte at `i` of tree file `k` (each file its own pattern).
+fn tree_byte(k: usize, i: usize) -> u8 {
+    pattern(i + 131 * k) ^ k as u8
+}
+
+/// The tree phase: `/d0`..`/d9` with `f0`, `f1` each, written in 256 B pieces with three files
+/// open at once and each synced; then `/d3/f1` renamed to `/d7/moved`.
+unsafe fn tree(fs: *mut dffs_t) -> Result<(), Failure> {
+    let mut buf = [0u8; 16];
+    // SAFETY: see `run`.
+    unsafe {
+        for d in 0..TREE_DIRS {
+            check(
+                "tree mkdir",
+                dffs_mkdir(fs, tree_path(&mut buf, d, b"")) as i64,
+            )?;
+        }
+        let total = (TREE_DIRS * TREE_FILES) as usize;
+        let mut open = [
+            dffs_file_t::default(),
+            dffs_file_t::default(),
+            dffs_file_t::default(),
+        ];
+        let mut chunk = [0u8; 256];
+        let mut k = 0;
+        while k < total {
+            let group = open.len().min(total - k);
+            for (j, f) in open[..group].iter_mut().enumerate() {
+                let (d, i) = ((k + j) / TREE_FILES as usize, (k + j) % TREE_FILES as usize);
+                let p = tree_path(&mut buf, d as u8, &[b'f', b'0' + i as u8]);
+                let flags = DFFS_O_WRONLY | DFFS_O_CREAT | DFFS_O_EXCL;
+                check("tree create", dffs_file_open(fs, f, p, flags) as i64)?;
+            }
+            let mut at = 0;
+            while at < TREE_FILE_BYTES {
+                let n = chunk.len().min(TREE_FILE_BYTES - at);
+                for (j, f) in open[..group].iter_mut().enumerate() {
+                    for (i, b) in chunk[..n].iter_mut().enumerate() {
+                        *b = tree_byte(k + j, at + i);
+                    }
+                    let w = dffs_file_write(fs, f, chunk.as_ptr().cast(), n as u32) as i64;
+                    expect("tree short write", check("tree write", w)? as usize == n)?;
+                }
+                at += n;
+            }
+            for f in open[..group].iter_mut() {
+                check("tree sync", dffs_file_sync(fs, f) as i64)?;
+                check("tree close", dffs_file_close(fs, f) as i64)?;
+            }
+            k += group;
+        }
+        let mut to = [0u8; 16];
+        check(
+            "tree rename",
+            dffs_rename(
+                fs,
+                tree_path(&mut buf, 3, b"f1"),
+                tree_path(&mut to, 7, b"moved"),
+            ) as i64,
+        )?;
+    }
+    Ok(())
+}
+
+/// After the remount: every tree file reads back whole, each directory lists its files (the
+/// renamed one where it went), and the first phase's file is still there.
+unsafe fn check_tree(fs: *mut dffs_t) -> Result<(), Failure> {
+    let mut buf = [0u8; 16];
+    let mut chunk = [0u8; 256];
+    // SAFETY: see `run`.
+    unsafe {
+        for k in 0..(TREE_DIRS * TREE_FILES) as usize {
+            let (d, i) = (
+                (k / TREE_FILES as usize) as u8,
+                (k % TREE_FILES as usize) as u8,
+            );
+            let p = if (d, i) == (3, 1) {
+                tree_path(&mut buf, 7, b"moved")
+            } else {
+                tree_path(&mut buf, d, &[b'f', b'0' + i])
+            };
+            let mut f = dffs_file_t::default();
+            check(
+                "tree open",
+                dffs_file_open(fs, &mut f, p, DFFS_O_RDONLY) as i64,
+            )?;
+            let mut at = 0;
+            loop {
+                let n = dffs_file_read(fs, &mut f, chunk.as_mut_ptr().cast(), 256) as i64;
+                let n = check("tree read", n)? as usize;
+                if n == 0 {
+                    break;
+                }
+                for (j, &b) in chunk[..n].iter().enumerate() {
+                    expect("tree read back", b == tree_byte(k, at + j))?;
+                }
+                at += n;
+            }
+            expect("tree file length", at == TREE_FILE_BYTES)?;
+            check("tree close", dffs_file_close(fs, &mut f) as i64)?;
+        }
+        let mut info: dffs_info = core::mem::zeroed();
+        for d in 0..TREE_DIRS {
+            let mut dir = dffs_dir_t::default();
+            let p = tree_path(&mut buf, d, b"");
+            check("tree opendir", dffs_dir_open(fs, &mut dir, p) as i64)?;
+            let mut names = 0;
+            while check(
+                "tree readdir",
+                dffs_dir_read(fs, &mut dir, &mut info) as i64,
+            )? > 0
+            {
+                let name = CStr::from_ptr(info.name.as_ptr()).to_bytes();
+                if name != b"." && name != b".." {
+                    names += 1;
+                }
+            }
+            check("tree closedir", dffs_dir_close(fs, &mut dir) as i64)?;
+            let want = match d {
+                3 => 1,
+                7 => 3,
+                _ => TREE_FILES as usize,
+            };
+            expect("tree listed count", names == want)?;
+        }
+        check(
+            "stat after remount",
+            dffs_stat(fs, path(c"/log/boot.old"), &mut info) as i64,
+        )?;
+        expect(
+            "size after remount",
+            info.size == WORKLOAD_FILE_BYTES as u64,
+        )?;
+    }
+    Ok(())
 }
