@@ -391,10 +391,11 @@ impl Params {
         self.data_slot() >> self.addr_shift
     }
 
-    /// Rounds `n` up to the address unit.
+    /// Rounds `n` up to the address unit (`u32::MAX` for a length no unit multiple can hold:
+    /// only a damaged length is that large, and callers bound what they use).
     pub const fn align(&self, n: u32) -> u32 {
         let u = self.unit();
-        n.div_ceil(u) * u
+        n.div_ceil(u).saturating_mul(u)
     }
 
     /// Pointers in one index node.

@@ -287,6 +287,10 @@ impl<F: Flash> Store<F> {
                                 ]);
                                 len = len.saturating_add(plen);
                             }
+                            if len > bs - pos {
+                                // A node never runs past its block: a damaged length.
+                                break;
+                            }
                             pos = pos.saturating_add(self.p.align(len));
                         }
                         Probe::Erased | Probe::Garbage => break,
