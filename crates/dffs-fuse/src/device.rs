@@ -1,7 +1,7 @@
 //! The device under a mount session: a simulated device written through to its image file, or
 //! a real MTD device.
 //!
-//! Owns [`SessionFlash`] (one [`Flash`] for both, with the two things a session asks of it:
+//! Owns [`SessionFlash`] (one [`Flash`](dffs::Flash) for both, with the two things a session asks of it:
 //! make what is synced durable, and say what the flash paid) and the translation of an MTD
 //! device's counters into the [`Stats`] every front end reports. It must never buffer writes
 //! to an MTD device: each program reaches the kernel when the library issues it.

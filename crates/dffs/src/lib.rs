@@ -33,6 +33,7 @@ pub(crate) mod index;
 pub(crate) mod journal;
 mod sort;
 pub(crate) mod store;
+mod vec_map;
 
 pub use dffs_flash::{
     flash_enum, EccStatus, Flash, FlashError, FlashKind, Geometry, NorFlashDevice, PagePairing,

@@ -29,7 +29,7 @@ use embedded_alloc::LlffHeap;
 /// workload's measured peak (`dffs info --ram`) plus room for the allocator's rounding and
 /// fragmentation.
 #[cfg(feature = "smallest")]
-const CONFIG: (u32, usize) = (dffs_capi::DFFS_RAM_SMALLEST, 24 * 1024);
+const CONFIG: (u32, usize) = (dffs_capi::DFFS_RAM_SMALLEST, 28 * 1024);
 #[cfg(not(feature = "smallest"))]
 const CONFIG: (u32, usize) = (dffs_capi::DFFS_RAM_DEFAULT, 48 * 1024);
 

@@ -393,10 +393,10 @@ impl<F: Flash> Fs<F> {
                 // Written before the crash, perhaps after the checkpoint: count it (counting
                 // twice what the checkpoint already counted is harmless, GC recounts).
                 let (new_blocks, new_nodes) = self.mapped(ino, &new)?;
-                let keep: alloc::collections::BTreeSet<u32> =
-                    old_blocks.iter().map(|x| x.1 .0).collect();
+                let mut keep: Vec<u32> = old_blocks.iter().map(|x| x.1 .0).collect();
+                crate::sort::sort(&mut keep);
                 for (_, a) in new_blocks {
-                    if !keep.contains(&a.0) {
+                    if keep.binary_search(&a.0).is_err() {
                         self.claim_replayed_data(a);
                     }
                 }

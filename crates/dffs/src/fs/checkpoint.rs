@@ -15,7 +15,7 @@ use crate::format::params::{Addr, LogKind, MAX_HEADS};
 use crate::fs::Fs;
 use crate::index::inode_map::MapEntry;
 use crate::store::{BlockInfo, BlockState, Priority};
-use alloc::collections::{BTreeMap, BTreeSet};
+use crate::vec_map::VecMap;
 use alloc::vec::Vec;
 use dffs_flash::Flash;
 
@@ -290,14 +290,14 @@ impl<F: Flash> Fs<F> {
                 }
             }
         }
-        let mut per_block: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut per_block: VecMap<u32, u32> = VecMap::new();
         for a in provisional {
             if let Some((at, len)) = self.data_extent(a) {
-                let e = per_block.entry(p.block_of(at)).or_insert(0);
+                let e = per_block.get_or_default(p.block_of(at));
                 *e = e.saturating_add(len);
             }
         }
-        per_block.into_iter().collect()
+        per_block.into_vec()
     }
 
     /// Writes the block-table pages a checkpoint needs (see step 5 of `write_checkpoint`) and
@@ -311,14 +311,16 @@ impl<F: Flash> Fs<F> {
         let len = p.align(p.map_page);
         self.cp.table_pages.resize(count as usize, Addr::NONE);
         let prov = self.provisional_bytes();
-        let prov_pages: BTreeSet<u32> = prov.iter().map(|&(b, _)| b / per).collect();
+        // `prov` is in block order, so its pages are too.
+        let mut prov_pages: Vec<u32> = prov.iter().map(|&(b, _)| b / per).collect();
+        prov_pages.dedup();
         let last_prov = core::mem::take(&mut self.cp.provisional_pages);
         let wanted = |fs: &Self| -> Vec<u32> {
             (0..count)
                 .filter(|&i| {
                     fs.store.bt_page_dirty(i)
                         || fs.cp.table_pages[i as usize].is_none()
-                        || prov_pages.contains(&i)
+                        || prov_pages.binary_search(&i).is_ok()
                         || last_prov.iter().any(|x| x.0 == i)
                 })
                 .collect()
@@ -348,9 +350,9 @@ impl<F: Flash> Fs<F> {
             panic!("before serializing the block table: {e}");
         }
         // Block-table pages per block (the current list, updated as pages are replaced).
-        let mut bt_in: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut bt_in: VecMap<u32, u32> = VecMap::new();
         for a in self.cp.table_pages.iter().filter(|a| !a.is_none()) {
-            *bt_in.entry(p.block_of(*a)).or_insert(0) += 1;
+            *bt_in.get_or_default(p.block_of(*a)) += 1;
         }
         let mut now_prov: Vec<(u32, u32)> = Vec::new();
         for i in todo {
@@ -397,7 +399,7 @@ impl<F: Flash> Fs<F> {
                 }
             };
             self.store.account_bt_page(a, true);
-            *bt_in.entry(p.block_of(a)).or_insert(0) += 1;
+            *bt_in.get_or_default(p.block_of(a)) += 1;
             let old = core::mem::replace(&mut self.cp.table_pages[i as usize], a);
             if !old.is_none() {
                 self.store.account_bt_page(old, false);

@@ -74,7 +74,7 @@ impl Config {
             index_cache: 2,
             inode_cache: 2,
             data_cache: 2,
-            max_dirty: 4,
+            max_dirty: 8,
             max_open: 4,
             journal_limit: 64 * 1024,
             gc_step: 16,

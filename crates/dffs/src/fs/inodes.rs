@@ -14,8 +14,8 @@ use crate::index::dir::{name_key, Slot, PLACEHOLDER};
 use crate::index::file::FileNode;
 use crate::index::inode_map::MapEntry;
 use crate::store::Priority;
+use crate::vec_map::VecMap;
 use alloc::boxed::Box;
-use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use dffs_flash::Flash;
 
@@ -37,7 +37,7 @@ pub(crate) struct CachedFile {
 pub(crate) struct InodeCache {
     // Boxed: the map's nodes then hold pointers, not whole inodes (a B-tree node has room for
     // eleven entries however few are used).
-    files: BTreeMap<Ino, Box<CachedFile>>,
+    files: VecMap<Ino, Box<CachedFile>>,
     tick: u64,
 }
 
@@ -105,6 +105,11 @@ impl InodeCache {
     /// Cached inodes.
     pub fn len(&self) -> usize {
         self.files.len()
+    }
+
+    /// Heap the map of cached inodes holds itself (not the inodes).
+    pub fn map_bytes(&self) -> usize {
+        self.files.heap_bytes()
     }
 
     /// Every cached inode, by inode number.

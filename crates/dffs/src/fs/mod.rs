@@ -32,8 +32,8 @@ use crate::index::file::{IndexCache, IndexTree};
 use crate::index::inode_map::InodeMap;
 use crate::journal::{JournalWriter, Tid};
 use crate::store::{OpCounts, Store};
+use crate::vec_map::VecMap;
 use alloc::boxed::Box;
-use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use dffs_flash::Flash;
 
@@ -81,7 +81,7 @@ pub struct Fs<F: Flash> {
 
 /// Open files (one per inode with any handle) and the handle table.
 struct OpenFiles {
-    files: BTreeMap<Ino, Box<OpenInode>>,
+    files: VecMap<Ino, Box<OpenInode>>,
     handles: Vec<Option<Handle>>,
 }
 
@@ -169,7 +169,7 @@ impl<F: Flash> Fs<F> {
             index_cache: IndexCache::new(cfg.index_cache),
             inodes: InodeCache::default(),
             open: OpenFiles {
-                files: BTreeMap::new(),
+                files: VecMap::new(),
                 handles,
             },
             data_cache: DataCache::new(cfg.data_cache),

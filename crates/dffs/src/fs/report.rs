@@ -118,10 +118,16 @@ impl<F: Flash> Fs<F> {
                 core::mem::size_of::<CachedFile>()
                     + c.node.name.capacity()
                     + c.node.content.ram_bytes()
-                    + 32
             })
-            .sum();
-        let inos: usize = self.open.files.values().map(|o| o.ram_bytes()).sum();
+            .sum::<usize>()
+            + self.inodes.map_bytes();
+        let inos: usize = self
+            .open
+            .files
+            .values()
+            .map(|o| o.ram_bytes())
+            .sum::<usize>()
+            + self.open.files.heap_bytes();
         core::mem::size_of::<Self>()
             + self.store.ram_bytes()
             + self.map.ram_bytes()

@@ -111,7 +111,7 @@ impl<F: Flash> Fs<F> {
                 .position(|h| h.is_none())
                 .ok_or(Error::TooManyOpen)?;
             fs.open.handles[slot] = Some(Handle { ino, flags });
-            fs.open.files.entry(ino).or_default().refs += 1;
+            fs.open.files.get_or_default(ino).refs += 1;
             if flags.truncate && flags.write {
                 if let Err(e) = fs.truncate_ino(ino, 0) {
                     fs.open.handles[slot] = None;

@@ -49,7 +49,7 @@ impl<F: Flash> Fs<F> {
                 inline: node.content.inline.clone(),
                 spilled: None,
             };
-            self.open.files.entry(ino).or_default().overlay = Some(ov);
+            self.open.files.get_or_default(ino).overlay = Some(ov);
         }
         self.open
             .files

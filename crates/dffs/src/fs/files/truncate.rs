@@ -43,7 +43,7 @@ impl<F: Flash> Fs<F> {
             .map(|o| o.refs > 0)
             .unwrap_or(false);
         if !was_open {
-            self.open.files.entry(ino).or_default().refs += 1;
+            self.open.files.get_or_default(ino).refs += 1;
         }
         let r = self.truncate_open(ino, size);
         let r = r.and_then(|_| {

@@ -8,9 +8,27 @@ use crate::fs::Fs;
 use crate::store::BlockState;
 use dffs_flash::Flash;
 
-/// Erase-count spread that triggers static wear leveling.
-pub(crate) fn wl_threshold(mean: f64) -> u32 {
-    (mean / 20.0).max(4.0) as u32
+/// Erase-count spread that triggers static wear leveling: a twentieth of the mean erase count
+/// of `n` blocks erased `sum` times in all, at least 4.
+pub(crate) fn wl_threshold(sum: u64, n: u64) -> u32 {
+    ((sum / (20 * n.max(1))).min(u32::MAX as u64) as u32).max(4)
+}
+
+/// A victim's cost-benefit score, the exact fraction `num / den` (integer arithmetic: a
+/// Cortex-M4F has no double-precision unit, and the software routines cost 2.6 KiB of code).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Score {
+    num: u64,
+    den: u64,
+}
+
+impl Score {
+    const ZERO: Score = Score { num: 0, den: 1 };
+
+    /// Whether `self` is more than `k` times `other`.
+    fn exceeds(self, k: u64, other: Score) -> bool {
+        self.num as u128 * other.den as u128 > k as u128 * other.num as u128 * self.den as u128
+    }
 }
 
 impl<F: Flash> Fs<F> {
@@ -49,7 +67,7 @@ impl<F: Flash> Fs<F> {
         if n == 0 {
             return None;
         }
-        let th = wl_threshold(sum as f64 / n as f64);
+        let th = wl_threshold(sum, n);
         if mx.saturating_sub(mn) > th && young_free.saturating_sub(mn) > th / 2 {
             cand
         } else {
@@ -107,7 +125,7 @@ impl<F: Flash> Fs<F> {
     /// does not qualify: not a closed non-journal block, kept, completely live, more than 97%
     /// live (unless `urgent`), or a data block with live data while there is no room to copy
     /// (with `stretch`, room in the open copy block counts: [`Fs::copy_room_for`]).
-    fn victim_score(&self, i: u32, urgent: bool, room: bool, stretch: bool) -> Option<f64> {
+    fn victim_score(&self, i: u32, urgent: bool, room: bool, stretch: bool) -> Option<Score> {
         if i >= self.store.block_count() {
             return None;
         }
@@ -123,24 +141,35 @@ impl<F: Flash> Fs<F> {
             return None;
         }
         let p = &self.store.p();
-        let bs = p.geometry.block_size() as f64;
-        let u = e.live as f64 / bs;
-        if (u > 0.97 && !urgent) || e.live as f64 >= bs {
+        // With u = live / bs the utilization and c the cost of copying a live byte, the score
+        // is (1 - u) * age / (1 + u * c), or (1 - u) / (1 + u * (c - 1)) when urgent; both are
+        // kept as exact fractions, multiplied through by bs and by C = 160 (c = c160 / C).
+        let bs = p.geometry.block_size() as u64;
+        let live = e.live as u64;
+        if (100 * live > 97 * bs && !urgent) || live >= bs {
             return None;
         }
         let now = self.store.cp_number() as u32 & 0xFF_FFFF;
-        let age = (now.wrapping_sub(e.age()) & 0xFF_FFFF) as f64 + 1.0;
+        let age = (now.wrapping_sub(e.age()) & 0xFF_FFFF) as u64 + 1;
         // Moving a live file inode rewrites the directory page that points to it as well: an
         // inode's bytes cost about a directory page each (at least 8 times their own size).
-        let c = if e.kind() == LogKind::Inode {
-            (p.dir_page as f64 / 160.0).max(8.0)
+        const C: u64 = 160;
+        let c160 = if e.kind() == LogKind::Inode {
+            (p.dir_page as u64).max(8 * C)
         } else {
-            1.0
+            C
         };
+        let free = (bs - live) * C;
         Some(if urgent {
-            (1.0 - u) / (1.0 + u * (c - 1.0))
+            Score {
+                num: free,
+                den: bs * C + live * (c160 - C),
+            }
         } else {
-            (1.0 - u) * age / (1.0 + u * c)
+            Score {
+                num: free * age,
+                den: bs * C + live * c160,
+            }
         })
     }
 
@@ -156,10 +185,10 @@ impl<F: Flash> Fs<F> {
     fn best_victim_how(&self, urgent: bool) -> Option<(u32, bool)> {
         let room = self.copy_room();
         let pick = |stretch: bool| {
-            let mut best: Option<(f64, u32)> = None;
+            let mut best: Option<(Score, u32)> = None;
             for i in 0..self.store.block_count() {
                 if let Some(score) = self.victim_score(i, urgent, room, stretch) {
-                    if best.is_none_or(|(s, _)| score > s) {
+                    if best.is_none_or(|(s, _)| score.exceeds(1, s)) {
                         best = Some((score, i));
                     }
                 }
@@ -185,10 +214,14 @@ impl<F: Flash> Fs<F> {
             return;
         }
         let room = self.copy_room();
-        let cur = self.victim_score(v, true, room, true).unwrap_or(0.0);
+        let cur = self
+            .victim_score(v, true, room, true)
+            .unwrap_or(Score::ZERO);
         if let Some(b) = self.best_victim(true) {
-            let best = self.victim_score(b, true, room, true).unwrap_or(0.0);
-            if b != v && best > 2.0 * cur {
+            let best = self
+                .victim_score(b, true, room, true)
+                .unwrap_or(Score::ZERO);
+            if b != v && best.exceeds(2, cur) {
                 self.gc.victim = None;
             }
         }
