@@ -127,12 +127,19 @@ impl Session {
     /// Ends the session: unmounts the library cleanly and, unless read-only, saves the image
     /// and its sidecar whole. Returns what the flash paid during the session.
     pub fn finish(self) -> Result<Stats, String> {
+        self.finish_counted().map(|(stats, _)| stats)
+    }
+
+    /// [`Session::finish`], with the library's operation counts (by cause) taken just before
+    /// the unmount: what the flash paid beyond them is the unmount's own checkpoint.
+    pub fn finish_counted(self) -> Result<(Stats, dffs::OpCounts), String> {
         let fs = lock(&self.shared).fs.take();
         let persist_error = lock(&self.shared).persist_error.take();
         let Some(fs) = fs else {
             return Err("the session was already finished".into());
         };
         let path = &self.image;
+        let ops = fs.op_counts();
         let (flash, unmounted) = match fs.into_inner().try_unmount() {
             Ok(flash) => (flash, Ok(())),
             Err((e, flash)) => (flash, Err(e)),
@@ -165,17 +172,17 @@ impl Session {
                 path.display()
             ));
         }
-        Ok(stats)
+        Ok((stats, ops))
     }
 
     /// Serves the kernel in this thread until the file system is unmounted (`umount`,
-    /// `fusermount3 -u`, or a signal), then finishes the session. `SIGUSR1` calls `report`
-    /// with the flash cost so far.
+    /// `fusermount3 -u`, or a signal), then finishes the session ([`Session::finish_counted`]).
+    /// `SIGUSR1` calls `report` with the flash cost so far and the library's counts.
     pub fn run(
         self,
         mountpoint: &Path,
-        report: impl Fn(Stats) + Send + 'static,
-    ) -> Result<Stats, String> {
+        report: impl Fn(Stats, Option<dffs::OpCounts>) + Send + 'static,
+    ) -> Result<(Stats, dffs::OpCounts), String> {
         // Block the signals in every thread (FUSE's threads inherit the mask); one thread
         // waits for them.
         let set = signal_set();
@@ -191,7 +198,10 @@ impl Session {
             .name("dffs-signals".into())
             .spawn(move || loop {
                 match wait(&set) {
-                    Some(libc::SIGUSR1) => report(session_stats(&shared, &base)),
+                    Some(libc::SIGUSR1) => report(
+                        session_stats(&shared, &base),
+                        lock(&shared).fs.as_ref().map(|fs| fs.op_counts()),
+                    ),
                     Some(_) => {
                         if unmounter.unmount().is_err() {
                             // Busy (a shell's working directory, an open file): detach it now;
@@ -204,7 +214,7 @@ impl Session {
             })
             .map_err(|e| format!("cannot start the signal thread: {e}"))?;
         let served = fuse.run();
-        let finished = self.finish();
+        let finished = self.finish_counted();
         served.map_err(|e| format!("{}: FUSE session failed: {e}", mountpoint.display()))?;
         finished
     }

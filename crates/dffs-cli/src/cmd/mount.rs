@@ -118,8 +118,8 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     }
     let image = args.image.clone();
     let json = args.stats.clone();
-    let stats = session
-        .run(&args.mountpoint, move |s| {
+    let (stats, ops) = session
+        .run(&args.mountpoint, move |s, ops| {
             // SIGUSR1: a report line on stdout, and the JSON file brought up to date. The
             // main thread holds the stdout lock while it serves; write through a descriptor
             // of our own, appending so that a redirect to a file is not overwritten.
@@ -127,7 +127,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
                 let _ = writeln!(o, "{}", report_line(&image, &s, "so far", simulated));
             }
             if let Some(p) = &json {
-                let _ = write_json(p, &s);
+                let _ = write_json(p, &s, ops.as_ref());
             }
         })
         .map_err(CliError::msg)?;
@@ -137,7 +137,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         report_line(&args.image, &stats, "session", simulated)
     )?;
     if let Some(p) = &args.stats {
-        write_json(p, &stats).map_err(|e| CliError::local(p, &e))?;
+        write_json(p, &stats, Some(&ops)).map_err(|e| CliError::local(p, &e))?;
     }
     Ok(())
 }
@@ -159,13 +159,40 @@ fn report_line(image: &Path, s: &Stats, when: &str, simulated: bool) -> String {
     )
 }
 
-fn write_json(path: &Path, s: &Stats) -> std::io::Result<()> {
-    let v = serde_json::json!({
+/// The `--stats` file: the flash's totals for the session (mount and unmount included) and,
+/// when the library's counts are known, the same operations by cause (`by_cause`: what each
+/// read, program and erase was for, see `dffs::Cause`; the unmount's final checkpoint, counted
+/// by the flash only, is the `unmount` entry).
+fn write_json(path: &Path, s: &Stats, ops: Option<&dffs::OpCounts>) -> std::io::Result<()> {
+    let mut v = serde_json::json!({
         "reads": s.reads,
         "programs": s.programs,
         "erases": s.erases,
         "sim_us": s.sim_us(),
     });
+    if let Some(o) = ops {
+        let mut causes = serde_json::Map::new();
+        for c in dffs::Cause::ALL {
+            let i = c as usize;
+            causes.insert(
+                c.name().into(),
+                serde_json::json!({
+                    "reads": o.by_cause.reads[i],
+                    "programs": o.by_cause.programs[i],
+                    "erases": o.by_cause.erases[i],
+                }),
+            );
+        }
+        causes.insert(
+            "unmount".into(),
+            serde_json::json!({
+                "reads": s.reads.saturating_sub(o.reads),
+                "programs": s.programs.saturating_sub(o.programs),
+                "erases": s.erases.saturating_sub(o.erases),
+            }),
+        );
+        v["by_cause"] = serde_json::Value::Object(causes);
+    }
     std::fs::write(path, format!("{v}\n"))
 }
 

@@ -14,7 +14,7 @@ use crate::format::node::{NodeBuilder, NodeType};
 use crate::format::params::{Addr, LogKind, MAX_HEADS};
 use crate::fs::Fs;
 use crate::index::inode_map::MapEntry;
-use crate::store::{BlockInfo, BlockState, Priority};
+use crate::store::{BlockInfo, BlockState, Phase, Priority};
 use crate::vec_map::VecMap;
 use alloc::vec::Vec;
 use dffs_flash::Flash;
@@ -152,7 +152,9 @@ impl<F: Flash> Fs<F> {
 
     pub(crate) fn checkpoint_inner(&mut self, clean: bool) -> Result<()> {
         self.store.set_checkpointing(true);
+        let prev = self.store.set_phase(Phase::Checkpoint);
         let r = self.write_checkpoint(clean);
+        self.store.set_phase(prev);
         self.store.set_checkpointing(false);
         self.refresh_floors();
         r

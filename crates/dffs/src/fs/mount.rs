@@ -16,7 +16,7 @@ use crate::fs::{Clock, Config, Fs, NoClock};
 use crate::index::dir::{DirRoot, Dirs};
 use crate::index::inode_map::{InodeMap, MapEntry};
 use crate::journal::{JournalScan, Record, ScanStart, Tid};
-use crate::store::{BlockInfo, BlockState, Priority, Store};
+use crate::store::{BlockInfo, BlockState, Phase, Priority, Store};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use dffs_flash::{Flash, FlashKind};
@@ -116,8 +116,16 @@ impl<F: Flash> Fs<F> {
         }
     }
 
-    /// Reads the newest checkpoint, the block table, and replays the journal.
+    /// Reads the newest checkpoint, the block table, and replays the journal (device
+    /// operations count as [`crate::Cause::Mount`]).
     pub(crate) fn load(&mut self) -> Result<()> {
+        let prev = self.store.set_phase(Phase::Mount);
+        let r = self.load_inner();
+        self.store.set_phase(prev);
+        r
+    }
+
+    fn load_inner(&mut self) -> Result<()> {
         // A reload (transaction abort) forgets the collection in progress: what it moved was
         // in RAM only, and the victim is whole again in the reloaded block table.
         self.gc.victim = None;

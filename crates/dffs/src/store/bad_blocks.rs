@@ -70,6 +70,11 @@ impl<F: Flash> Store<F> {
         let g = self.p.geometry;
         let bs = g.block_size() as u64;
         let last_page = ((ppos % bs) + data.len().max(1) as u64 - 1) / g.page_size as u64;
+        let kind = LogKind::ALL
+            .into_iter()
+            .find(|&k| self.head_index(k) == h)
+            .unwrap_or(LogKind::DataHot);
+        self.medium.cause = self.write_cause(kind);
         let hd = &mut self.heads[h];
         hd.programmed = hd.programmed.max(last_page as u32 + 1);
         let logical = self.heads[h].block;

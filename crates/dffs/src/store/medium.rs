@@ -11,7 +11,106 @@
 use alloc::vec::Vec;
 
 use crate::error::{Error, Result};
+use crate::format::params::LogKind;
 use dffs_flash::{EccStatus, Flash, FlashError, FlashKind, Geometry};
+
+/// What a device operation was for: the accounting that says where the reads, programs and
+/// erases of a workload go. Programs count under the log they write (GC copies apart),
+/// erases under the log the block is erased for, reads under what they read (node type, or
+/// file data) or under the phase they belong to (GC, checkpoint, mount).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// File data: its pages written by applications, read back for them.
+    Data = 0,
+    /// Journal records.
+    Journal = 1,
+    /// File index nodes.
+    Index = 2,
+    /// File inode nodes.
+    Inode = 3,
+    /// Directory pages.
+    Dir = 4,
+    /// Inode map and block-table pages.
+    Map = 5,
+    /// Checkpoint records and anchors; reads while a checkpoint is written.
+    Checkpoint = 6,
+    /// Programs and erases of garbage collection and wear leveling (copies).
+    GcCopy = 7,
+    /// Reads of garbage collection (finding what is live).
+    GcRead = 8,
+    /// Mount: finding the checkpoint, loading, replaying the journal.
+    Mount = 9,
+    /// Anything else (raw reads outside the phases above).
+    Other = 10,
+}
+
+impl Cause {
+    /// Every cause, in index order.
+    pub const ALL: [Cause; 11] = [
+        Cause::Data,
+        Cause::Journal,
+        Cause::Index,
+        Cause::Inode,
+        Cause::Dir,
+        Cause::Map,
+        Cause::Checkpoint,
+        Cause::GcCopy,
+        Cause::GcRead,
+        Cause::Mount,
+        Cause::Other,
+    ];
+
+    /// A short name (reports, JSON keys).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Cause::Data => "data",
+            Cause::Journal => "journal",
+            Cause::Index => "index",
+            Cause::Inode => "inode",
+            Cause::Dir => "directory",
+            Cause::Map => "map",
+            Cause::Checkpoint => "checkpoint",
+            Cause::GcCopy => "gc_copy",
+            Cause::GcRead => "gc_read",
+            Cause::Mount => "mount",
+            Cause::Other => "other",
+        }
+    }
+
+    /// The cause of writing to log `kind`.
+    pub const fn of_log(kind: LogKind) -> Cause {
+        match kind {
+            LogKind::Journal => Cause::Journal,
+            LogKind::Map => Cause::Map,
+            LogKind::Dir => Cause::Dir,
+            LogKind::Inode => Cause::Inode,
+            LogKind::Index => Cause::Index,
+            LogKind::DataHot | LogKind::DataCold => Cause::Data,
+        }
+    }
+}
+
+/// Device operations by [`Cause`] (indexed by `Cause as usize`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CauseCounts {
+    /// Read operations.
+    pub reads: [u64; 11],
+    /// Program operations.
+    pub programs: [u64; 11],
+    /// Erase operations.
+    pub erases: [u64; 11],
+}
+
+impl CauseCounts {
+    fn since(&self, earlier: &CauseCounts) -> CauseCounts {
+        let d = |a: &[u64; 11], b: &[u64; 11]| core::array::from_fn(|i| a[i] - b[i]);
+        CauseCounts {
+            reads: d(&self.reads, &earlier.reads),
+            programs: d(&self.programs, &earlier.programs),
+            erases: d(&self.erases, &earlier.erases),
+        }
+    }
+}
 
 /// Counts of device operations, as the file system issued them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,6 +127,8 @@ pub struct OpCounts {
     pub uncorrectable: u64,
     /// Uncorrectable reads that a retry read correctly.
     pub recovered: u64,
+    /// The reads, programs and erases above by what they were for.
+    pub by_cause: CauseCounts,
 }
 
 impl OpCounts {
@@ -40,6 +141,7 @@ impl OpCounts {
             corrected: self.corrected - earlier.corrected,
             uncorrectable: self.uncorrectable - earlier.uncorrectable,
             recovered: self.recovered - earlier.recovered,
+            by_cause: self.by_cause.since(&earlier.by_cause),
         }
     }
 }
@@ -60,6 +162,9 @@ pub struct Medium<F: Flash> {
     pub counts: OpCounts,
     /// Blocks whose reads needed correction, oldest first (deduplicated, bounded).
     pub scrub: Vec<u32>,
+    /// What the operations issued now are for (set by the store, counted in
+    /// [`OpCounts::by_cause`]).
+    pub cause: Cause,
 }
 
 impl<F: Flash> Medium<F> {
@@ -71,6 +176,7 @@ impl<F: Flash> Medium<F> {
             g,
             counts: OpCounts::default(),
             scrub: Vec::new(),
+            cause: Cause::Other,
         }
     }
 
@@ -112,6 +218,7 @@ impl<F: Flash> Medium<F> {
         let mut tries = 0;
         loop {
             self.counts.reads += 1;
+            self.counts.by_cause.reads[self.cause as usize] += 1;
             let st = self
                 .flash
                 .read(page, offset, data, oob)
@@ -143,6 +250,7 @@ impl<F: Flash> Medium<F> {
                     return Ok(EccStatus::Clean);
                 }
                 self.counts.reads += 1;
+                self.counts.by_cause.reads[self.cause as usize] += 1;
                 let st = self
                     .flash
                     .read((pos / ps) as u32, (pos % ps) as u32, buf, &mut [])
@@ -186,6 +294,7 @@ impl<F: Flash> Medium<F> {
         match self.g.kind {
             FlashKind::Nand => {
                 self.counts.programs += 1;
+                self.counts.by_cause.programs[self.cause as usize] += 1;
                 self.flash
                     .program((pos / ps) as u32, (pos % ps) as u32, data, oob)
             }
@@ -196,6 +305,7 @@ impl<F: Flash> Medium<F> {
                     let off = (p % ps) as u32;
                     let n = ((ps - off as u64) as usize).min(data.len() - done);
                     self.counts.programs += 1;
+                    self.counts.by_cause.programs[self.cause as usize] += 1;
                     self.flash
                         .program((p / ps) as u32, off, &data[done..done + n], &[])?;
                     done += n;
@@ -208,6 +318,7 @@ impl<F: Flash> Medium<F> {
     /// Erases a block.
     pub fn erase(&mut self, block: u32) -> core::result::Result<(), FlashError> {
         self.counts.erases += 1;
+        self.counts.by_cause.erases[self.cause as usize] += 1;
         self.scrub.retain(|&b| b != block);
         self.flash.erase(block)
     }

@@ -22,7 +22,7 @@ pub(crate) use bad_blocks::Remap;
 pub(crate) use block_table::{BlockInfo, BlockState, BlockTable};
 pub(crate) use heads::{Head, Heads};
 use medium::Medium;
-pub use medium::OpCounts;
+pub use medium::{Cause, CauseCounts, OpCounts};
 
 use crate::error::{Error, Result};
 use crate::format::node::NodeBuilder;
@@ -89,6 +89,22 @@ pub(crate) struct Store<F: Flash> {
     /// before the session's first program (the journal's session marker; see
     /// [`Store::set_first_program`]).
     first_program: Option<(LogKind, NodeBuilder)>,
+    /// What the file system is doing (for [`OpCounts::by_cause`]).
+    phase: Phase,
+}
+
+/// What the file system is doing, as far as the accounting of device operations by [`Cause`]
+/// is concerned: the phase decides the cause of reads (and of GC's programs and erases).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// An operation of the API (reads count under what they read).
+    Op,
+    /// Writing a checkpoint.
+    Checkpoint,
+    /// Garbage collection or wear leveling.
+    Gc,
+    /// Mounting (and reloading after a transaction abort).
+    Mount,
 }
 
 impl<F: Flash> Store<F> {
@@ -112,6 +128,21 @@ impl<F: Flash> Store<F> {
             floor_spare: 0,
             checkpointing: false,
             first_program: None,
+            phase: Phase::Op,
+        }
+    }
+
+    /// Enters `phase`; returns the phase to go back to.
+    pub fn set_phase(&mut self, phase: Phase) -> Phase {
+        core::mem::replace(&mut self.phase, phase)
+    }
+
+    /// What a program or erase for log `kind` counts as in the current phase.
+    fn write_cause(&self, kind: LogKind) -> Cause {
+        match self.phase {
+            Phase::Gc => Cause::GcCopy,
+            Phase::Mount => Cause::Mount,
+            Phase::Op | Phase::Checkpoint => Cause::of_log(kind),
         }
     }
 
@@ -219,6 +250,7 @@ impl<F: Flash> Store<F> {
                 self.table.get(b).state(),
                 self.table.get(b).kind()
             );
+            self.medium.cause = self.write_cause(kind);
             if self.table.get(b).state() == BlockState::Free && !self.erase_block(b)? {
                 continue;
             }
@@ -532,6 +564,10 @@ impl<F: Flash> Store<F> {
     /// buffers), returning the ECC status.
     pub fn read_raw(&mut self, pos: u64, buf: &mut [u8]) -> Result<EccStatus> {
         let pp = self.phys_pos(pos);
+        self.medium.cause = match self.phase {
+            Phase::Mount => Cause::Mount,
+            _ => Cause::Checkpoint,
+        };
         self.medium.read_status(pp, buf)
     }
 
@@ -543,6 +579,7 @@ impl<F: Flash> Store<F> {
         oob: &[u8],
     ) -> core::result::Result<(), FlashError> {
         let pp = self.phys_pos(pos);
+        self.medium.cause = Cause::Checkpoint;
         self.medium.program(pp, data, oob)
     }
 
@@ -552,6 +589,7 @@ impl<F: Flash> Store<F> {
         if let Some(e) = self.table.entry(b) {
             e.ec = e.ec.saturating_add(1);
         }
+        self.medium.cause = Cause::Checkpoint;
         self.medium.erase(pb)
     }
 

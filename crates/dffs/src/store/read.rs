@@ -7,8 +7,8 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::medium::READ_RETRIES;
-use super::Store;
+use super::medium::{Cause, READ_RETRIES};
+use super::{Phase, Store};
 use crate::error::{Error, Result};
 use crate::format::codec::crc32c;
 use crate::format::node::{self, NodeHeader, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
@@ -35,7 +35,24 @@ impl<F: Flash> Store<F> {
     }
 
     /// Reads `buf.len()` bytes at logical byte offset `pos`; uncorrectable data is `Io`.
+    /// (Counted as [`Cause::Other`] unless a phase says otherwise: callers that know what they
+    /// read use the typed reads below.)
     pub fn read(&mut self, pos: u64, buf: &mut [u8]) -> Result<()> {
+        self.medium.cause = self.read_cause(Cause::Other);
+        self.read_inner(pos, buf)
+    }
+
+    /// What a read of `what` counts as in the current phase.
+    fn read_cause(&self, what: Cause) -> Cause {
+        match self.phase {
+            Phase::Op => what,
+            Phase::Checkpoint => Cause::Checkpoint,
+            Phase::Gc => Cause::GcRead,
+            Phase::Mount => Cause::Mount,
+        }
+    }
+
+    fn read_inner(&mut self, pos: u64, buf: &mut [u8]) -> Result<()> {
         if self.read_from_buffers(pos, buf) {
             return Ok(());
         }
@@ -53,8 +70,8 @@ impl<F: Flash> Store<F> {
             if buffered {
                 let split = (pos / ps + 1) * ps;
                 let (a, b) = buf.split_at_mut((split - pos) as usize);
-                self.read(pos, a)?;
-                return self.read(split, b);
+                self.read_inner(pos, a)?;
+                return self.read_inner(split, b);
             }
         }
         let bs = self.p.geometry.block_size() as u64;
@@ -63,8 +80,8 @@ impl<F: Flash> Store<F> {
             let split = ((pos / bs) + 1) * bs;
             let n = (split - pos) as usize;
             let (a, b) = buf.split_at_mut(n);
-            self.read(pos, a)?;
-            return self.read(split, b);
+            self.read_inner(pos, a)?;
+            return self.read_inner(split, b);
         }
         let pp = self.phys_pos(pos);
         self.medium.read(pp, buf)
@@ -80,8 +97,9 @@ impl<F: Flash> Store<F> {
         buf: &mut [u8],
         ok: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<bool> {
+        self.medium.cause = self.read_cause(Cause::Data);
         for _ in 0..=READ_RETRIES {
-            match self.read(pos, buf) {
+            match self.read_inner(pos, buf) {
                 Ok(()) if ok(buf) => return Ok(true),
                 Ok(()) | Err(Error::Io) => {}
                 Err(e) => return Err(e),
@@ -96,6 +114,7 @@ impl<F: Flash> Store<F> {
         let g = self.p.geometry;
         let pos = page as u64 * g.page_size as u64;
         let ppage = (self.phys_pos(pos) / g.page_size as u64) as u32;
+        self.medium.cause = self.read_cause(Cause::Data);
         self.medium.read_page(ppage, 0, data, oob)
     }
 
@@ -165,9 +184,10 @@ impl<F: Flash> Store<F> {
             FlashKind::Nor => max_len.min(256),
         };
         let mut err = Error::Corrupt;
+        self.medium.cause = self.read_cause(node_cause(typ));
         for _ in 0..=READ_RETRIES {
             let mut buf = vec![0u8; first as usize];
-            match self.read(pos, &mut buf) {
+            match self.read_inner(pos, &mut buf) {
                 Ok(()) => {}
                 Err(Error::Io) => {
                     err = Error::Io;
@@ -187,7 +207,7 @@ impl<F: Flash> Store<F> {
             if hdr.len as usize > buf.len() {
                 let have = buf.len();
                 buf.resize(hdr.len as usize, 0);
-                match self.read(pos + have as u64, &mut buf[have..]) {
+                match self.read_inner(pos + have as u64, &mut buf[have..]) {
                     Ok(()) => {}
                     Err(Error::Io) => {
                         err = Error::Io;
@@ -203,5 +223,18 @@ impl<F: Flash> Store<F> {
             err = Error::Corrupt;
         }
         Err(err)
+    }
+}
+
+/// What reading a node of type `typ` is for.
+fn node_cause(typ: NodeType) -> Cause {
+    match typ {
+        NodeType::Checkpoint => Cause::Checkpoint,
+        NodeType::DirRoot | NodeType::DirBucket | NodeType::DirTable => Cause::Dir,
+        NodeType::Inode => Cause::Inode,
+        NodeType::Index => Cause::Index,
+        NodeType::MapLeaf | NodeType::MapInterior | NodeType::BlockTable => Cause::Map,
+        NodeType::Data | NodeType::DataZ => Cause::Data,
+        _ => Cause::Journal,
     }
 }

@@ -14,7 +14,7 @@ use crate::fs::gc::{GcState, KEPT_MAX};
 use crate::fs::Fs;
 use crate::index::inode_map::MapEntry;
 use crate::store::medium::READ_RETRIES;
-use crate::store::BlockState;
+use crate::store::{BlockState, Phase};
 use alloc::vec;
 use dffs_flash::{EccStatus, Flash, FlashKind};
 
@@ -48,8 +48,16 @@ impl<F: Flash> Fs<F> {
         Ok(false)
     }
 
-    /// Examines up to `budget` pages of the current victim. Returns pages examined.
+    /// Examines up to `budget` pages of the current victim. Returns pages examined. Its device
+    /// operations count as [`crate::Cause::GcRead`] and [`crate::Cause::GcCopy`].
     pub(crate) fn gc_work(&mut self, budget: u32) -> Result<u32> {
+        let prev = self.store.set_phase(Phase::Gc);
+        let r = self.gc_pages(budget);
+        self.store.set_phase(prev);
+        r
+    }
+
+    fn gc_pages(&mut self, budget: u32) -> Result<u32> {
         let Some(victim) = self.gc.victim else {
             return Ok(0);
         };

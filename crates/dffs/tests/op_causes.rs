@@ -1,0 +1,90 @@
+//! Device operations counted by cause (`OpCounts::by_cause`): every read, program and erase is
+//! counted under exactly one cause, and each phase lands where it should — synced file data
+//! under `data` and `journal`, a checkpoint's records under `checkpoint`, garbage collection
+//! under `gc_read`/`gc_copy`, everything a mount does under `mount`.
+
+use dffs::{Cause, Config, FormatOptions, Fs, OpCounts, OpenFlags, ROOT_INO};
+use dffs_sim::{preset::preset, SimFlash};
+
+fn sum(v: &[u64; 11]) -> u64 {
+    v.iter().sum()
+}
+
+fn assert_complete(c: &OpCounts) {
+    assert_eq!(sum(&c.by_cause.reads), c.reads, "{c:?}");
+    assert_eq!(sum(&c.by_cause.programs), c.programs, "{c:?}");
+    assert_eq!(sum(&c.by_cause.erases), c.erases, "{c:?}");
+}
+
+fn fresh(name: &str, blocks: u32) -> Fs<SimFlash> {
+    let dev = SimFlash::new(preset(name).unwrap().with_blocks(blocks).unwrap()).unwrap();
+    let dev = Fs::format(dev, &FormatOptions::default()).unwrap();
+    Fs::mount(dev, Config::default()).unwrap()
+}
+
+fn causes_on(name: &str) {
+    let mut fs = fresh(name, 64);
+    let page = fs.params().geometry.page_size as usize;
+    let before = fs.op_counts();
+    let st = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    let fh = fs.open(st.ino, OpenFlags::RW).unwrap();
+    let data = vec![0x5Au8; 8 * page];
+    fs.write(fh, 0, &data).unwrap();
+    fs.fsync(fh).unwrap();
+    let w = fs.op_counts().since(&before);
+    assert_complete(&w);
+    let (data_p, journal_p) = (
+        w.by_cause.programs[Cause::Data as usize],
+        w.by_cause.programs[Cause::Journal as usize],
+    );
+    assert!(data_p >= 8, "{name}: data programs {data_p}: {w:?}");
+    assert!(journal_p >= 1, "{name}: journal programs {journal_p}: {w:?}");
+    assert_eq!(w.by_cause.programs[Cause::GcCopy as usize], 0, "{name}: {w:?}");
+
+    let before = fs.op_counts();
+    fs.checkpoint().unwrap();
+    let c = fs.op_counts().since(&before);
+    assert_complete(&c);
+    assert!(c.by_cause.programs[Cause::Checkpoint as usize] >= 1, "{name}: {c:?}");
+    assert_eq!(c.by_cause.programs[Cause::Data as usize], 0, "{name}: {c:?}");
+
+    // Overwrite the file a few times so whole blocks die, then collect.
+    for round in 0..40u8 {
+        let data = vec![round; 8 * page];
+        fs.write(fh, 0, &data).unwrap();
+        fs.fsync(fh).unwrap();
+    }
+    fs.close(fh).unwrap();
+    let before = fs.op_counts();
+    let mut any = false;
+    for _ in 0..50 {
+        let r = fs.gc_step(64).unwrap();
+        any |= r.pages > 0;
+        if !r.more {
+            break;
+        }
+    }
+    let g = fs.op_counts().since(&before);
+    assert_complete(&g);
+    assert!(any, "{name}: garbage collection found nothing to do");
+    assert!(g.by_cause.reads[Cause::GcRead as usize] > 0, "{name}: {g:?}");
+    assert_eq!(g.by_cause.reads[Cause::Data as usize], 0, "{name}: {g:?}");
+
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    let m = fs.info().mount_cost;
+    assert_complete(&m);
+    assert!(m.reads > 0);
+    assert_eq!(m.by_cause.reads[Cause::Mount as usize], m.reads, "{name}: {m:?}");
+    assert_complete(&fs.op_counts());
+}
+
+#[test]
+fn every_operation_has_one_cause_on_nand() {
+    causes_on("nand-slc-128m");
+}
+
+#[test]
+fn every_operation_has_one_cause_on_nor() {
+    causes_on("nor-qspi-16m");
+}
