@@ -32,6 +32,12 @@ use crate::errno::errno;
 const ENTRY_TTL: Duration = Duration::from_secs(1);
 const ATTR_TTL: Duration = Duration::ZERO;
 
+/// Open flags of every regular file: keep the kernel's page cache across opens. File data
+/// changes only through this mount (the kernel's cache sees every write and truncate), so
+/// what it caches stays right, and a file read again after it was written or read is served
+/// from RAM instead of flash (Postmark reads back files it wrote: issue 17).
+const FILE_OPEN_FLAGS: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE;
+
 /// The mounted file system, movable between the FUSE threads.
 ///
 /// [`Fs`] holds its clock as a `Box<dyn Clock>`, which is not `Send` as a type; the only way
@@ -624,7 +630,7 @@ impl Filesystem for DffsFuse {
             truncate: write && flags.0 & libc::O_TRUNC != 0,
         };
         match self.change(false, |fs, hs| hs.open(fs, ino(i)?, f).map_err(errno)) {
-            Ok(h) => reply.opened(FileHandle(h), FopenFlags::empty()),
+            Ok(h) => reply.opened(FileHandle(h), FILE_OPEN_FLAGS),
             Err(e) => reply.error(e),
         }
     }
@@ -860,7 +866,7 @@ impl Filesystem for DffsFuse {
                 &self.attr(&st),
                 self.born(st.ino),
                 FileHandle(h),
-                FopenFlags::empty(),
+                FILE_OPEN_FLAGS,
             ),
             Err(e) => reply.error(e),
         }

@@ -600,3 +600,28 @@ fn a_budget_sets_the_caches() {
         .expect("a 1000 B budget is refused");
     assert!(err.contains("too small"), "{err}");
 }
+
+/// A file read again is served from the kernel's page cache, not from flash: every file is
+/// opened with `FOPEN_KEEP_CACHE` (without it each open drops the cache and the second read
+/// costs a flash read per page again).
+#[test]
+fn a_file_read_twice_is_read_from_flash_at_most_once() {
+    let Some(p) = place("a_file_read_twice_is_read_from_flash_at_most_once") else {
+        return;
+    };
+    let data = content(9, 256 << 10);
+    let bg = mount(&p, &rw());
+    fs::write(p.mnt.join("f"), &data).unwrap();
+    bg.unmount().unwrap();
+    let bg = mount(&p, &rw());
+    let pages = (data.len() / 2048) as u64;
+    let before = bg.stats().reads;
+    assert_eq!(fs::read(p.mnt.join("f")).unwrap(), data);
+    let first = bg.stats().reads - before;
+    assert!(first >= pages, "the first read costs a flash read per page: {first}");
+    let before = bg.stats().reads;
+    assert_eq!(fs::read(p.mnt.join("f")).unwrap(), data);
+    let second = bg.stats().reads - before;
+    assert!(second < pages / 8, "second read: {second} flash reads for {pages} pages");
+    bg.unmount().unwrap();
+}
