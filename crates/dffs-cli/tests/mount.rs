@@ -141,12 +141,17 @@ fn a_signal_unmounts_cleanly_and_reports_the_flash_cost() {
         assert!(v["sim_us"].as_f64().unwrap() > 0.0);
         // The same operations by cause add up to the totals; the file's data went to `data`,
         // the mount's reads to `mount`.
-        let causes = v["by_cause"].as_object().expect("by_cause in the final JSON");
+        let causes = v["by_cause"]
+            .as_object()
+            .expect("by_cause in the final JSON");
         for k in ["reads", "programs", "erases"] {
             let sum: u64 = causes.values().map(|c| c[k].as_u64().unwrap()).sum();
             assert_eq!(sum, v[k].as_u64().unwrap(), "{k} by cause: {v}");
         }
-        assert!(causes["data"]["programs"].as_u64().unwrap() >= 100_000 / 2048, "{v}");
+        assert!(
+            causes["data"]["programs"].as_u64().unwrap() >= 100_000 / 2048,
+            "{v}"
+        );
         assert!(causes["mount"]["reads"].as_u64().unwrap() > 0, "{v}");
         // A clean image: the file is there, fsck is happy, no WAL is left.
         assert_eq!(

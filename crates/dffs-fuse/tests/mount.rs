@@ -618,10 +618,16 @@ fn a_file_read_twice_is_read_from_flash_at_most_once() {
     let before = bg.stats().reads;
     assert_eq!(fs::read(p.mnt.join("f")).unwrap(), data);
     let first = bg.stats().reads - before;
-    assert!(first >= pages, "the first read costs a flash read per page: {first}");
+    assert!(
+        first >= pages,
+        "the first read costs a flash read per page: {first}"
+    );
     let before = bg.stats().reads;
     assert_eq!(fs::read(p.mnt.join("f")).unwrap(), data);
     let second = bg.stats().reads - before;
-    assert!(second < pages / 8, "second read: {second} flash reads for {pages} pages");
+    assert!(
+        second < pages / 8,
+        "second read: {second} flash reads for {pages} pages"
+    );
     bg.unmount().unwrap();
 }

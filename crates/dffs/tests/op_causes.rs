@@ -38,15 +38,29 @@ fn causes_on(name: &str) {
         w.by_cause.programs[Cause::Journal as usize],
     );
     assert!(data_p >= 8, "{name}: data programs {data_p}: {w:?}");
-    assert!(journal_p >= 1, "{name}: journal programs {journal_p}: {w:?}");
-    assert_eq!(w.by_cause.programs[Cause::GcCopy as usize], 0, "{name}: {w:?}");
+    assert!(
+        journal_p >= 1,
+        "{name}: journal programs {journal_p}: {w:?}"
+    );
+    assert_eq!(
+        w.by_cause.programs[Cause::GcCopy as usize],
+        0,
+        "{name}: {w:?}"
+    );
 
     let before = fs.op_counts();
     fs.checkpoint().unwrap();
     let c = fs.op_counts().since(&before);
     assert_complete(&c);
-    assert!(c.by_cause.programs[Cause::Checkpoint as usize] >= 1, "{name}: {c:?}");
-    assert_eq!(c.by_cause.programs[Cause::Data as usize], 0, "{name}: {c:?}");
+    assert!(
+        c.by_cause.programs[Cause::Checkpoint as usize] >= 1,
+        "{name}: {c:?}"
+    );
+    assert_eq!(
+        c.by_cause.programs[Cause::Data as usize],
+        0,
+        "{name}: {c:?}"
+    );
 
     // Overwrite the file a few times so whole blocks die, then collect.
     for round in 0..40u8 {
@@ -67,7 +81,10 @@ fn causes_on(name: &str) {
     let g = fs.op_counts().since(&before);
     assert_complete(&g);
     assert!(any, "{name}: garbage collection found nothing to do");
-    assert!(g.by_cause.reads[Cause::GcRead as usize] > 0, "{name}: {g:?}");
+    assert!(
+        g.by_cause.reads[Cause::GcRead as usize] > 0,
+        "{name}: {g:?}"
+    );
     assert_eq!(g.by_cause.reads[Cause::Data as usize], 0, "{name}: {g:?}");
 
     let dev = fs.unmount().unwrap();
@@ -75,7 +92,11 @@ fn causes_on(name: &str) {
     let m = fs.info().mount_cost;
     assert_complete(&m);
     assert!(m.reads > 0);
-    assert_eq!(m.by_cause.reads[Cause::Mount as usize], m.reads, "{name}: {m:?}");
+    assert_eq!(
+        m.by_cause.reads[Cause::Mount as usize],
+        m.reads,
+        "{name}: {m:?}"
+    );
     assert_complete(&fs.op_counts());
 }
 
