@@ -62,16 +62,23 @@ fn causes_on(name: &str) {
         "{name}: {c:?}"
     );
 
-    // Overwrite the file a few times so whole blocks die, then collect.
+    // A second file written in between, so the blocks hold live data when `f` is
+    // overwritten: collection must read its victims and copy what is live.
+    let k = fs.create(ROOT_INO, b"k", 0o644, 0, 0).unwrap();
+    let kh = fs.open(k.ino, OpenFlags::RW).unwrap();
     for round in 0..40u8 {
         let data = vec![round; 8 * page];
         fs.write(fh, 0, &data).unwrap();
         fs.fsync(fh).unwrap();
+        fs.write(kh, round as u64 * page as u64, &vec![!round; page])
+            .unwrap();
+        fs.fsync(kh).unwrap();
     }
     fs.close(fh).unwrap();
+    fs.close(kh).unwrap();
     let before = fs.op_counts();
     let mut any = false;
-    for _ in 0..50 {
+    for _ in 0..200 {
         let r = fs.gc_step(64).unwrap();
         any |= r.pages > 0;
         if !r.more {
@@ -83,6 +90,10 @@ fn causes_on(name: &str) {
     assert!(any, "{name}: garbage collection found nothing to do");
     assert!(
         g.by_cause.reads[Cause::GcRead as usize] > 0,
+        "{name}: {g:?}"
+    );
+    assert!(
+        g.by_cause.programs[Cause::GcCopy as usize] > 0,
         "{name}: {g:?}"
     );
     assert_eq!(g.by_cause.reads[Cause::Data as usize], 0, "{name}: {g:?}");
