@@ -6,7 +6,7 @@
 use dffs::{Cause, Config, FormatOptions, Fs, OpCounts, OpenFlags, ROOT_INO};
 use dffs_sim::{preset::preset, SimFlash};
 
-fn sum(v: &[u64; 11]) -> u64 {
+fn sum(v: &[u64; Cause::COUNT]) -> u64 {
     v.iter().sum()
 }
 

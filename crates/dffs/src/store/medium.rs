@@ -45,8 +45,11 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// How many causes there are (the length of [`CauseCounts`]' arrays).
+    pub const COUNT: usize = 11;
+
     /// Every cause, in index order.
-    pub const ALL: [Cause; 11] = [
+    pub const ALL: [Cause; Cause::COUNT] = [
         Cause::Data,
         Cause::Journal,
         Cause::Index,
@@ -94,16 +97,18 @@ impl Cause {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CauseCounts {
     /// Read operations.
-    pub reads: [u64; 11],
+    pub reads: [u64; Cause::COUNT],
     /// Program operations.
-    pub programs: [u64; 11],
+    pub programs: [u64; Cause::COUNT],
     /// Erase operations.
-    pub erases: [u64; 11],
+    pub erases: [u64; Cause::COUNT],
 }
 
 impl CauseCounts {
     fn since(&self, earlier: &CauseCounts) -> CauseCounts {
-        let d = |a: &[u64; 11], b: &[u64; 11]| core::array::from_fn(|i| a[i] - b[i]);
+        let d = |a: &[u64; Cause::COUNT], b: &[u64; Cause::COUNT]| {
+            core::array::from_fn(|i| a[i] - b[i])
+        };
         CauseCounts {
             reads: d(&self.reads, &earlier.reads),
             programs: d(&self.programs, &earlier.programs),
@@ -187,6 +192,21 @@ impl<F: Flash> Medium<F> {
         self.counts.recovered += 1;
     }
 
+    fn count_read(&mut self) {
+        self.counts.reads += 1;
+        self.counts.by_cause.reads[self.cause as usize] += 1;
+    }
+
+    fn count_program(&mut self) {
+        self.counts.programs += 1;
+        self.counts.by_cause.programs[self.cause as usize] += 1;
+    }
+
+    fn count_erase(&mut self) {
+        self.counts.erases += 1;
+        self.counts.by_cause.erases[self.cause as usize] += 1;
+    }
+
     /// Remembers `block` (physical) for scrubbing.
     fn scrub_candidate(&mut self, block: u32) {
         if !self.scrub.contains(&block) && self.scrub.len() < SCRUB_MAX {
@@ -217,8 +237,7 @@ impl<F: Flash> Medium<F> {
     ) -> Result<EccStatus> {
         let mut tries = 0;
         loop {
-            self.counts.reads += 1;
-            self.counts.by_cause.reads[self.cause as usize] += 1;
+            self.count_read();
             let st = self
                 .flash
                 .read(page, offset, data, oob)
@@ -249,8 +268,7 @@ impl<F: Flash> Medium<F> {
                 if buf.is_empty() {
                     return Ok(EccStatus::Clean);
                 }
-                self.counts.reads += 1;
-                self.counts.by_cause.reads[self.cause as usize] += 1;
+                self.count_read();
                 let st = self
                     .flash
                     .read((pos / ps) as u32, (pos % ps) as u32, buf, &mut [])
@@ -293,8 +311,7 @@ impl<F: Flash> Medium<F> {
         let ps = self.g.page_size as u64;
         match self.g.kind {
             FlashKind::Nand => {
-                self.counts.programs += 1;
-                self.counts.by_cause.programs[self.cause as usize] += 1;
+                self.count_program();
                 self.flash
                     .program((pos / ps) as u32, (pos % ps) as u32, data, oob)
             }
@@ -304,8 +321,7 @@ impl<F: Flash> Medium<F> {
                     let p = pos + done as u64;
                     let off = (p % ps) as u32;
                     let n = ((ps - off as u64) as usize).min(data.len() - done);
-                    self.counts.programs += 1;
-                    self.counts.by_cause.programs[self.cause as usize] += 1;
+                    self.count_program();
                     self.flash
                         .program((p / ps) as u32, off, &data[done..done + n], &[])?;
                     done += n;
@@ -317,8 +333,7 @@ impl<F: Flash> Medium<F> {
 
     /// Erases a block.
     pub fn erase(&mut self, block: u32) -> core::result::Result<(), FlashError> {
-        self.counts.erases += 1;
-        self.counts.by_cause.erases[self.cause as usize] += 1;
+        self.count_erase();
         self.scrub.retain(|&b| b != block);
         self.flash.erase(block)
     }

@@ -137,14 +137,16 @@ impl<F: Flash> Store<F> {
             let mut oob = [0xFFu8; OOB_TAG_LEN];
             let st = self.read_page(page, data, &mut oob[..n])?;
             let tag = OobTag::decode(&oob);
-            let good = st == EccStatus::Uncorrectable
+            // Settled: uncorrectable (retried below us already), erased, or a tag (and data)
+            // that passes its checks.
+            let settled = st == EccStatus::Uncorrectable
                 || match &tag {
                     Ok(None) => true,
                     Ok(Some(t)) => t.kind != TAG_DATA || t.data_crc == crc32c(data),
                     Err(_) => false,
                 };
-            if good || tries == READ_RETRIES {
-                if good && tries > 0 {
+            if settled || tries == READ_RETRIES {
+                if settled && tries > 0 && st != EccStatus::Uncorrectable {
                     self.medium.note_recovered();
                 }
                 return Ok((st, tag));
