@@ -180,6 +180,21 @@ impl Model {
             .sum()
     }
 
+    /// Bytes of file content a file system holds while a transaction that began at `earlier`
+    /// is open: everything it held then (nothing is freed before the commit) and every file
+    /// whose content has changed since (its new version).
+    pub fn stored_bytes_since(&self, earlier: &Model) -> u64 {
+        let changed: u64 = self
+            .nodes
+            .iter()
+            .map(|(p, n)| match n {
+                Node::File(d) if earlier.nodes.get(p) != Some(n) => d.len() as u64,
+                _ => 0,
+            })
+            .sum();
+        earlier.stored_bytes() + changed
+    }
+
     /// Result of creating a file or directory at `path`.
     pub fn create(&mut self, path: &str, node: Node) -> Result<(), Error> {
         let (dir, _) = split(path);

@@ -296,6 +296,8 @@ struct Exec {
     compressible: bool,
     /// Least fill at an ENOSPC so far.
     fill_min: Option<f64>,
+    /// The tree when the open transaction began (the file system holds it until the commit).
+    txn_pre: Option<Model>,
 }
 
 impl Exec {
@@ -323,6 +325,7 @@ impl Exec {
             max_file: (dev_bytes / 16).clamp(4096, 256 * 1024),
             compressible: opts.compression != dffs::format::compress::NONE,
             fill_min: None,
+            txn_pre: None,
         }
     }
 
@@ -377,9 +380,13 @@ impl Exec {
     /// with the refused write's earlier chunks, which the file system holds too).
     fn on_nospace(&mut self, pending: Option<&Model>) -> Result<(), Stop> {
         self.nospace += 1;
-        let held = pending
+        let mut held = pending
             .map_or(0, Model::stored_bytes)
             .max(self.model.stored_bytes());
+        // Inside a transaction the file system also holds what the transaction replaces.
+        if let Some(pre) = &self.txn_pre {
+            held = held.max(pending.unwrap_or(&self.model).stored_bytes_since(pre));
+        }
         let dev = self.fs().flash();
         let g = dev.preset().geometry;
         let bad = dev.factory_bad_blocks().len() + dev.grown_bad_blocks().len();
@@ -718,8 +725,18 @@ impl Exec {
     /// A transaction of a few operations; committed (or, sometimes, aborted).
     fn transaction(&mut self) -> Step {
         let pre = self.model.clone();
+        let r = self.transaction_in(&pre);
+        self.txn_pre = None;
+        r
+    }
+
+    fn transaction_in(&mut self, pre: &Model) -> Step {
+        let pre = pre.clone();
         match self.fs().begin_transaction() {
-            Ok(()) => self.durable(),
+            Ok(()) => {
+                self.durable();
+                self.txn_pre = Some(pre.clone());
+            }
             Err(Error::PowerLoss) => return Err(Stop::PowerLoss(None)),
             Err(Error::NoSpace) => {
                 self.on_nospace(None)?;
