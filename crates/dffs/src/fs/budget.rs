@@ -59,8 +59,20 @@ impl<F: Flash> Fs<F> {
         self.cp_need().0
     }
 
+    /// Whether `extra` more bytes of nodes in the head index nodes go to (copies now, or
+    /// nodes the next checkpoint rewrites) still fit in the open blocks of the metadata heads
+    /// together with what the next checkpoint writes: no block would have to be allocated.
+    pub(crate) fn fits_in_meta_heads(&self, extra: u64) -> bool {
+        self.cp_need_with(extra).0 == self.cp_need_with(0).0
+    }
+
     /// [`Fs::cp_need_blocks`], and the bytes of nodes the checkpoint would write.
     fn cp_need(&self) -> (u32, u64) {
+        self.cp_need_with(0)
+    }
+
+    /// [`Fs::cp_need`] with `extra` more bytes of index nodes to write.
+    fn cp_need_with(&self, extra: u64) -> (u32, u64) {
         let p = self.store.p();
         let fanout = p.index_fanout();
         let mut inodes = 0u64;
@@ -95,7 +107,7 @@ impl<F: Flash> Fs<F> {
             ),
             (
                 LogKind::Index,
-                index_nodes * p.index_node as u64,
+                index_nodes * p.index_node as u64 + extra,
                 p.index_node,
             ),
         ];
