@@ -506,7 +506,9 @@ impl Flash for SplitFlash {
         let r = self.sim.program(page, offset, data, oob);
         let dt = self.sim.stats().sim_ps - t0;
         let tag = if oob.len() >= OOB_TAG_LEN {
-            OobTag::decode(&oob[..OOB_TAG_LEN]).ok().flatten()
+            OobTag::decode(&oob[..OOB_TAG_LEN], data.len().max(1) as u32)
+                .ok()
+                .flatten()
         } else {
             None
         };

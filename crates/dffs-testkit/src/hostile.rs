@@ -438,7 +438,7 @@ pub fn nand_data_pages(dev: &RamFlash) -> Vec<(u32, u32)> {
         return Vec::new();
     }
     (0..dev.geo.total_pages())
-        .filter_map(|p| match OobTag::decode(dev.oob_of(p)) {
+        .filter_map(|p| match OobTag::decode(dev.oob_of(p), dev.geo.page_size) {
             Ok(Some(t)) if t.kind == TAG_DATA => Some((p, t.ino)),
             _ => None,
         })

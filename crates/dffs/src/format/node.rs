@@ -41,6 +41,9 @@ pub enum NodeType {
     JRemap = 0x18,
     /// Journal: a new name (hard link) for an existing file.
     JHardLink = 0x19,
+    /// Journal: the user-data head continues in a new block, which recovery scans for commit
+    /// runs (FORMAT.md §8.7).
+    JDataBlock = 0x1A,
     /// Directory inode page (attributes, name, embedded buckets or bucket table).
     DirRoot = 0x20,
     /// Directory bucket page (the paper's virtual DirInode).
@@ -80,6 +83,7 @@ impl NodeType {
             0x17 => JTxCommit,
             0x18 => JRemap,
             0x19 => JHardLink,
+            0x1A => JDataBlock,
             0x20 => DirRoot,
             0x21 => DirBucket,
             0x22 => DirTable,
@@ -277,18 +281,44 @@ pub fn data_slot_ok(ino: u32, b: u32, slot: &[u8], block: usize) -> bool {
 /// Size of the OOB tag a NAND page carries.
 pub const OOB_TAG_LEN: usize = 20;
 
-/// OOB tag kind of a raw data page.
+/// OOB tag kind of a raw data page (`flags`: [`TAG_FIRST`], [`TAG_COMMIT`]).
 pub const TAG_DATA: u8 = 0xD1;
 /// OOB tag kind of a page holding nodes.
 pub const TAG_NODES: u8 = 0xD2;
+/// OOB tag kind of a raw data page that ends a commit of its file and sets the file's size:
+/// bytes 1 and 6..10 hold `size − 1` (40 bits) instead of `flags` and `block`; the block is
+/// `(size − 1) / page_size`.
+pub const TAG_DATA_SIZE: u8 = 0xD5;
+/// As [`TAG_DATA_SIZE`], for a page that is also the first of its commit.
+pub const TAG_DATA_SIZE_FIRST: u8 = 0xD7;
+/// Data tag flag: the first page of a commit run (see [`DataEnd`]).
+pub const TAG_FIRST: u8 = 0x01;
+/// Data tag flag: the page ends a commit run; the file's size stays what it was.
+pub const TAG_COMMIT: u8 = 0x02;
+/// Largest file size a [`TAG_DATA_SIZE`] tag can carry.
+pub const TAG_MAX_SIZE: u64 = 1 << 40;
+
+/// What a data page's tag says about the commit it belongs to: a synced write of consecutive
+/// file blocks programmed as consecutive pages of one data block ends with a page that commits
+/// them (FORMAT.md §8.7), so that no journal record is needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataEnd {
+    /// An ordinary data page (or a page inside a commit run).
+    No,
+    /// The last page of a commit run; the file keeps its size.
+    Commit,
+    /// The last page of a commit run; the file's size becomes this (the page holds its last
+    /// block).
+    CommitSize(u64),
+}
 
 /// The tag in the free OOB bytes of a NAND page: says whether the page holds raw file data
 /// (and whose) or nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OobTag {
-    /// [`TAG_DATA`] or [`TAG_NODES`].
+    /// [`TAG_DATA`] (for every kind of data tag) or [`TAG_NODES`].
     pub kind: u8,
-    /// Flags (reserved, 0).
+    /// Flags of a data page other than the commit's end ([`TAG_FIRST`]).
     pub flags: u8,
     /// Owner inode of a data page.
     pub ino: u32,
@@ -298,16 +328,38 @@ pub struct OobTag {
     pub seq: u32,
     /// CRC-32C of the page's data area (data pages only).
     pub data_crc: u32,
+    /// Whether the page ends a commit (data pages only).
+    pub end: DataEnd,
 }
 
 impl OobTag {
-    /// Encodes the tag (20 bytes, last two a check value).
+    /// Whether this data page is the first of a commit run.
+    pub fn first(&self) -> bool {
+        self.flags & TAG_FIRST != 0
+    }
+
+    /// Encodes the tag (20 bytes, last two a check value). A [`DataEnd::CommitSize`] tag's
+    /// block must be `(size − 1) / page_size` and its size at most [`TAG_MAX_SIZE`].
     pub fn encode(&self) -> [u8; OOB_TAG_LEN] {
         let mut b = [0u8; OOB_TAG_LEN];
         b[0] = self.kind;
         b[1] = self.flags;
         b[2..6].copy_from_slice(&self.ino.to_le_bytes());
         b[6..10].copy_from_slice(&self.block.to_le_bytes());
+        match self.end {
+            DataEnd::No => {}
+            DataEnd::Commit => b[1] |= TAG_COMMIT,
+            DataEnd::CommitSize(size) => {
+                let v = size.saturating_sub(1);
+                b[0] = if self.first() {
+                    TAG_DATA_SIZE_FIRST
+                } else {
+                    TAG_DATA_SIZE
+                };
+                b[1] = (v >> 32) as u8;
+                b[6..10].copy_from_slice(&(v as u32).to_le_bytes());
+            }
+        }
         b[10..14].copy_from_slice(&self.seq.to_le_bytes());
         b[14..18].copy_from_slice(&self.data_crc.to_le_bytes());
         let c = crc32c(&b[..18]) as u16;
@@ -315,9 +367,9 @@ impl OobTag {
         b
     }
 
-    /// Decodes a tag: `Ok(None)` when the bytes are erased (page never programmed),
-    /// `Err(Corrupt)` when they are neither erased nor a valid tag.
-    pub fn decode(b: &[u8]) -> Result<Option<OobTag>> {
+    /// Decodes a tag of a page of `page_size` bytes: `Ok(None)` when the bytes are erased
+    /// (page never programmed), `Err(Corrupt)` when they are neither erased nor a valid tag.
+    pub fn decode(b: &[u8], page_size: u32) -> Result<Option<OobTag>> {
         if b.len() < OOB_TAG_LEN {
             return Err(Error::Corrupt);
         }
@@ -325,18 +377,48 @@ impl OobTag {
             return Ok(None);
         }
         let c = crc32c(&b[..18]) as u16;
-        if c != u16::from_le_bytes([b[18], b[19]]) || (b[0] != TAG_DATA && b[0] != TAG_NODES) {
+        if c != u16::from_le_bytes([b[18], b[19]]) {
             return Err(Error::Corrupt);
         }
         let u = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        Ok(Some(OobTag {
+        let mut t = OobTag {
             kind: b[0],
             flags: b[1],
             ino: u(2),
             block: u(6),
             seq: u(10),
             data_crc: u(14),
-        }))
+            end: DataEnd::No,
+        };
+        match b[0] {
+            TAG_NODES => {}
+            TAG_DATA => {
+                if t.flags & !(TAG_FIRST | TAG_COMMIT) != 0 {
+                    return Err(Error::Corrupt);
+                }
+                if t.flags & TAG_COMMIT != 0 {
+                    t.end = DataEnd::Commit;
+                    t.flags &= !TAG_COMMIT;
+                }
+            }
+            TAG_DATA_SIZE | TAG_DATA_SIZE_FIRST => {
+                let size = ((b[1] as u64) << 32 | u(6) as u64) + 1;
+                let block = (size - 1) / page_size.max(1) as u64;
+                if block > u32::MAX as u64 {
+                    return Err(Error::Corrupt);
+                }
+                t.kind = TAG_DATA;
+                t.flags = if b[0] == TAG_DATA_SIZE_FIRST {
+                    TAG_FIRST
+                } else {
+                    0
+                };
+                t.block = block as u32;
+                t.end = DataEnd::CommitSize(size);
+            }
+            _ => return Err(Error::Corrupt),
+        }
+        Ok(Some(t))
     }
 
     /// The tag of a page holding nodes.
@@ -348,6 +430,7 @@ impl OobTag {
             block: 0,
             seq: seq as u32,
             data_crc: 0,
+            end: DataEnd::No,
         }
     }
 }
@@ -396,12 +479,76 @@ mod tests {
             block: 1234,
             seq: 99,
             data_crc: 0xABCD,
+            end: DataEnd::No,
         };
         let e = t.encode();
-        assert_eq!(OobTag::decode(&e).unwrap(), Some(t));
-        assert_eq!(OobTag::decode(&[0xFF; 20]).unwrap(), None);
+        assert_eq!(
+            e,
+            [0xd1, 0, 9, 0, 0, 0, 0xd2, 4, 0, 0, 99, 0, 0, 0, 0xcd, 0xab, 0, 0, e[18], e[19]]
+        );
+        assert_eq!(OobTag::decode(&e, 2048).unwrap(), Some(t));
+        assert_eq!(OobTag::decode(&[0xFF; 20], 2048).unwrap(), None);
         let mut bad = e;
         bad[7] ^= 1;
-        assert_eq!(OobTag::decode(&bad), Err(Error::Corrupt));
+        assert_eq!(OobTag::decode(&bad, 2048), Err(Error::Corrupt));
+    }
+
+    #[test]
+    fn commit_tags_roundtrip_and_carry_the_size() {
+        let base = OobTag {
+            kind: TAG_DATA,
+            flags: TAG_FIRST,
+            ino: 7,
+            block: 3,
+            seq: 5,
+            data_crc: 1,
+            end: DataEnd::Commit,
+        };
+        let e = base.encode();
+        assert_eq!((e[0], e[1]), (TAG_DATA, TAG_FIRST | TAG_COMMIT));
+        let d = OobTag::decode(&e, 2048).unwrap().unwrap();
+        assert_eq!(d, base);
+        assert!(d.first());
+        // A size whose last byte is in block 3 of 2 KiB blocks, beyond 32 bits of size.
+        for (size, block) in [
+            (3 * 2048 + 1, 3u32),
+            (4 * 2048, 3),
+            ((1u64 << 33) + 5, 1 << 22),
+        ] {
+            for first in [0, TAG_FIRST] {
+                let t = OobTag {
+                    flags: first,
+                    block,
+                    end: DataEnd::CommitSize(size),
+                    ..base
+                };
+                let e = t.encode();
+                let want = if first != 0 {
+                    TAG_DATA_SIZE_FIRST
+                } else {
+                    TAG_DATA_SIZE
+                };
+                assert_eq!(e[0], want);
+                assert_eq!(OobTag::decode(&e, 2048).unwrap(), Some(t), "size {size}");
+            }
+        }
+        // The largest size a tag can carry.
+        let t = OobTag {
+            block: ((TAG_MAX_SIZE - 1) / 4096) as u32,
+            end: DataEnd::CommitSize(TAG_MAX_SIZE),
+            ..base
+        };
+        assert_eq!(OobTag::decode(&t.encode(), 4096).unwrap(), Some(t));
+        // Unknown flag bits are corrupt.
+        let mut bad = OobTag {
+            flags: 0,
+            end: DataEnd::No,
+            ..base
+        }
+        .encode();
+        bad[1] = 0x80;
+        let c = crc32c(&bad[..18]) as u16;
+        bad[18..20].copy_from_slice(&c.to_le_bytes());
+        assert_eq!(OobTag::decode(&bad, 2048), Err(Error::Corrupt));
     }
 }

@@ -36,6 +36,12 @@ impl<F: Flash> Fs<F> {
                 self.store.apply_remap(*logical, *physical);
                 Ok(())
             }
+            // The user-data head moved to `block`: later synced writes may commit by their
+            // data pages' tags there.
+            Record::DataBlock { block } => {
+                self.store.set_scanned_block(*block);
+                Ok(())
+            }
             Record::Create {
                 ino,
                 parent,
@@ -364,6 +370,8 @@ impl<F: Flash> Fs<F> {
             return Err(Error::Corrupt);
         }
         let mut dead: Vec<Addr> = Vec::new();
+        // Blocks this commit maps where they are mapped already (in block order).
+        let mut again: Vec<u32> = Vec::new();
         if let Some(m) = map {
             // A large update: its own block map replaces the old one wholesale. The old tree's
             // nodes die, and every old block the new map does not keep in place.
@@ -454,7 +462,16 @@ impl<F: Flash> Fs<F> {
                     for k in 0..e.count {
                         let b = e.first + k;
                         let old = ix.lookup(&node.content, b)?;
-                        if !old.is_none() {
+                        // A commit applied twice (a synced write whose tag committed it, then
+                        // the journal record that committed it again) keeps its blocks.
+                        let new = if e.addr.is_none() {
+                            Addr::NONE
+                        } else {
+                            Addr(e.addr.0 + k * stride)
+                        };
+                        if old == new {
+                            again.push(b);
+                        } else if !old.is_none() {
                             dead.push(old);
                         }
                     }
@@ -465,8 +482,10 @@ impl<F: Flash> Fs<F> {
             }
             if self.mount.replaying {
                 // Data written after the checkpoint: count it and keep its blocks allocated.
-                for (_, a) in extents.iter_blocks(stride) {
-                    self.claim_replayed_data(a);
+                for (b, a) in extents.iter_blocks(stride) {
+                    if again.binary_search(&b).is_err() {
+                        self.claim_replayed_data(a);
+                    }
                 }
             }
         }

@@ -253,6 +253,11 @@ impl<F: Flash> Fs<F> {
             orphans,
         };
         self.cp.anchor = checkpoint::write(&mut self.store, &cp, Some(self.cp.anchor))?;
+        // Recovery scans the user-data head from where this checkpoint leaves it.
+        self.store
+            .set_scanned_block(heads[p.head_of(LogKind::DataHot)].0);
+        self.store.set_cp_seq(cp.next_seq);
+        self.cp.data_blocks = 0;
         // Everything programmed so far is what this checkpoint needs after a power cut.
         self.store.barrier();
         self.store.set_cp_number(self.store.cp_number() + 1);
@@ -430,6 +435,7 @@ impl<F: Flash> Fs<F> {
         let dirty = self.dirty_items();
         let short = self.checkpoint_short() && self.checkpoint_pays();
         if self.journal.bytes() >= self.cfg.journal_limit as u64
+            || self.cp.data_blocks >= super::DATA_SCAN_BLOCKS
             || dirty >= self.cfg.max_dirty
             || short
         {

@@ -130,7 +130,14 @@ struct CheckpointPos {
     /// records written): their records on flash differ from RAM until written again without
     /// it; a checkpoint that would write one with the same records skips it.
     provisional_pages: Vec<(u32, u32)>,
+    /// Blocks `JDataBlock` records named since: a recovery reads each whole (the next
+    /// checkpoint is due at [`DATA_SCAN_BLOCKS`]).
+    data_blocks: u32,
 }
+
+/// Blocks of commit runs (FORMAT.md §8.7) a recovery may have to read before a checkpoint is
+/// due: at most this many named blocks, plus the one the checkpoint recorded.
+pub(crate) const DATA_SCAN_BLOCKS: u32 = 8;
 
 /// Mount and recovery state.
 #[derive(Default)]
@@ -148,6 +155,10 @@ struct MountState {
     /// The last journal scan ended on bytes that were programmed but are not a valid record
     /// (a program cut by power loss).
     journal_garbage: bool,
+    /// Commits found in data page tags and applied by the last replay.
+    tag_commits: u32,
+    /// Commit pages the last replay found whose run could not be read whole.
+    lost_commits: u32,
 }
 
 /// Object counts kept for statfs and reports.
@@ -183,6 +194,7 @@ impl<F: Flash> Fs<F> {
                 },
                 table_pages: Vec::new(),
                 provisional_pages: Vec::new(),
+                data_blocks: 0,
             },
             journal: JournalWriter::default(),
             txn: Txn {

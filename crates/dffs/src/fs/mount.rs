@@ -9,12 +9,15 @@ use crate::checkpoint::{self, AnchorPos, Checkpoint, ANCHOR_AREA, CP_CLEAN};
 use crate::error::{Error, Result};
 use crate::format::attrs::{Attrs, ROOT_INO, S_IFDIR};
 use crate::format::codec::Reader;
+use crate::format::extents::ExtentMap;
+use crate::format::node::DataEnd;
 use crate::format::node::NodeType;
 use crate::format::params::{Addr, FormatOptions, LogKind, Params, NODE_HEADER};
 use crate::fs::checkpoint::CheckpointNeed;
 use crate::fs::{Clock, Config, Fs, NoClock};
 use crate::index::dir::{DirRoot, Dirs};
 use crate::index::inode_map::{InodeMap, MapEntry};
+use crate::journal::tag_commits::{self, TagCommit, TagScan};
 use crate::journal::{JournalScan, Record, ScanStart, Tid};
 use crate::store::{BlockInfo, BlockState, Phase, Priority, Store};
 use alloc::boxed::Box;
@@ -238,6 +241,12 @@ impl<F: Flash> Fs<F> {
                 self.store.set_state(b, BlockState::Used);
             }
         }
+        // Synced writes may commit by data page tags in the user-data head's block as the
+        // checkpoint left it (and in blocks the journal names).
+        let dh = self.store.head_at(p.head_of(LogKind::DataHot));
+        let scanned = if dh.is_open() { dh.block() } else { u32::MAX };
+        self.store.set_scanned_block(scanned);
+        self.store.set_cp_seq(cp.next_seq);
         self.orphans_from_checkpoint(&cp)?;
         // Replay.
         let clean = cp.flags & CP_CLEAN != 0;
@@ -328,44 +337,124 @@ impl<F: Flash> Fs<F> {
         let mut committed: Vec<Tid> = Vec::new();
         let mut any = false;
         let mut max_tid = 0;
+        // The user-data head's blocks since the checkpoint that may hold commit runs.
+        let dh = self.store.p().head_of(LogKind::DataHot);
+        let mut data_blocks: Vec<(u32, u32)> = Vec::new();
+        let h = self.store.head_at(dh);
+        if h.is_open() {
+            data_blocks.push((h.block(), h.off()));
+        }
         let mut scan = JournalScan::new(&mut self.store, start)?;
         while let Some(rec) = scan.next(&mut self.store)? {
             any = true;
             match &rec {
                 Record::TxCommit { tid } => committed.push(*tid),
                 Record::Remap { .. } => self.apply(&rec)?,
+                Record::DataBlock { block } => {
+                    if !data_blocks.iter().any(|x| x.0 == *block) {
+                        data_blocks.push((*block, 0));
+                    }
+                }
                 r => max_tid = max_tid.max(r.tid()),
             }
         }
         self.mount.journal_garbage = scan.ended_on_garbage();
         let last = scan.last_seq();
         self.store.set_seq(self.store.seq().max(last + 1));
-        if !any {
+        // Synced writes may have left commits in data page tags (nothing is written after a
+        // clean checkpoint before the journal's session marker).
+        let g = self.store.p().geometry;
+        let tagged = g.kind == FlashKind::Nand
+            && g.pairing == dffs_flash::PagePairing::None
+            && g.oob_free_len as usize >= crate::format::node::OOB_TAG_LEN;
+        let mut tags = if tagged && (any || !start.clean) {
+            tag_commits::scan(&mut self.store, &data_blocks, cp.next_seq)?
+        } else {
+            TagScan::default()
+        };
+        self.store
+            .set_seq(self.store.seq().max(tags.max_seq.saturating_add(1)));
+        self.mount.tag_commits = tags.commits.len() as u32;
+        self.mount.lost_commits = tags.lost;
+        if !any && tags.commits.is_empty() {
             return Ok(self.mount.journal_garbage);
         }
         self.txn.next = self.txn.next.max(max_tid.saturating_add(1));
         crate::sort::sort(&mut committed);
+        crate::sort::sort_by_key(&mut tags.commits, |c| c.seq);
         // Pass 2: apply.
         self.mount.replaying = true;
         self.store.set_replaying(true);
-        let res = self.replay_committed(start, &committed);
+        let res = self.replay_committed(start, &committed, &tags.commits);
         self.mount.replaying = false;
         self.store.set_replaying(false);
         res?;
         Ok(true)
     }
 
-    /// Applies every record of the journal whose transaction committed (`tid` 0 or listed).
-    fn replay_committed(&mut self, start: ScanStart, committed: &[Tid]) -> Result<()> {
+    /// Applies every record of the journal whose transaction committed (`tid` 0 or listed),
+    /// and the commits found in data page tags, in sequence-number order.
+    fn replay_committed(
+        &mut self,
+        start: ScanStart,
+        committed: &[Tid],
+        tags: &[TagCommit],
+    ) -> Result<()> {
+        let mut next_tag = 0;
         let mut scan = JournalScan::new(&mut self.store, start)?;
         while let Some(rec) = scan.next(&mut self.store)? {
+            let seq = scan.last_seq();
+            while let Some(c) = tags.get(next_tag).filter(|c| c.seq < seq) {
+                self.apply_tag_commit(c)?;
+                next_tag += 1;
+            }
             let tid = rec.tid();
             if tid != 0 && committed.binary_search(&tid).is_err() {
                 continue;
             }
             self.apply(&rec)?;
         }
+        for c in &tags[next_tag..] {
+            self.apply_tag_commit(c)?;
+        }
         Ok(())
+    }
+
+    /// Applies a commit found in data page tags: the run's blocks, and the size its last tag
+    /// gives (the times stay those of the file's last journaled change). A run of a file that
+    /// does not exist at that point is counted lost.
+    fn apply_tag_commit(&mut self, c: &TagCommit) -> Result<()> {
+        let is_file = matches!(
+            self.map.get(&mut self.store, c.ino),
+            Ok(MapEntry::File { .. } | MapEntry::Linked(_))
+        );
+        let n = c.pages.len() as u32;
+        if !is_file || c.first.checked_add(n).is_none() {
+            self.mount.lost_commits += 1;
+            return Ok(());
+        }
+        let node = self.load_file(c.ino)?.node.clone();
+        let size = match c.end {
+            DataEnd::CommitSize(s) => s,
+            _ => node.size,
+        };
+        let stride = self.store.p().stride();
+        let mut extents = ExtentMap::new();
+        for (k, a) in c.pages.iter().enumerate() {
+            extents.insert(c.first + k as u32, 1, *a, stride);
+        }
+        let rec = Record::Commit {
+            tid: 0,
+            ino: c.ino,
+            size,
+            mtime: node.attrs.mtime,
+            ctime: node.attrs.ctime,
+            trunc_to: None,
+            inline: None,
+            extents,
+            map: None,
+        };
+        self.apply(&rec)
     }
 
     /// Commits open files, writes a clean checkpoint and gives the device back.

@@ -56,6 +56,11 @@ pub struct Info {
     /// Whether the last mount had to replay a journal (the previous session did not end
     /// cleanly).
     pub recovered: bool,
+    /// Synced writes that mount recovered from their data pages' tags (FORMAT.md §8.7).
+    pub tag_commits: u32,
+    /// Commit tags the mount found whose write could not be read whole (their writes are
+    /// lost; only an unreadable page does this).
+    pub lost_commits: u32,
 }
 
 /// Work the file system has done since it was mounted (for benchmarks and diagnostics).
@@ -276,6 +281,8 @@ impl<F: Flash> Fs<F> {
             mount_cost: self.mount.mount_cost,
             ram_bytes: self.ram_bytes(),
             recovered: self.mount.recovered,
+            tag_commits: self.mount.tag_commits,
+            lost_commits: self.mount.lost_commits,
         }
     }
 

@@ -168,6 +168,12 @@ pub enum Record {
         /// Physical block.
         physical: u32,
     },
+    /// The user-data head continues in `block`: recovery scans it for commit runs (data pages
+    /// whose tags commit them, FORMAT.md §8.7).
+    DataBlock {
+        /// The block.
+        block: u32,
+    },
 }
 
 fn put_name(w: &mut Writer, name: &[u8]) {
@@ -197,6 +203,7 @@ impl Record {
             Record::TxCommit { .. } => NodeType::JTxCommit,
             Record::Remap { .. } => NodeType::JRemap,
             Record::HardLink { .. } => NodeType::JHardLink,
+            Record::DataBlock { .. } => NodeType::JDataBlock,
         }
     }
 
@@ -334,6 +341,9 @@ impl Record {
             }
             Record::Remap { logical, physical } => {
                 w.u32(*logical).u32(*physical);
+            }
+            Record::DataBlock { block } => {
+                w.u32(*block);
             }
         }
         nb
@@ -486,6 +496,7 @@ impl Record {
                 logical: r.u32()?,
                 physical: r.u32()?,
             },
+            NodeType::JDataBlock => Record::DataBlock { block: r.u32()? },
             _ => return Err(Error::Corrupt),
         };
         if r.remaining() != 0 {
@@ -612,6 +623,7 @@ mod tests {
             logical: 1,
             physical: 2,
         });
+        roundtrip(Record::DataBlock { block: 77 });
     }
 
     #[test]

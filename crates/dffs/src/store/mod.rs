@@ -91,6 +91,33 @@ pub(crate) struct Store<F: Flash> {
     first_program: Option<(LogKind, NodeBuilder)>,
     /// What the file system is doing (for [`OpCounts::by_cause`]).
     phase: Phase,
+    /// The commit run being written into the user-data head, if any (see
+    /// [`Store::begin_commit_run`]).
+    run: Option<CommitRun>,
+    /// The user-data head's block that recovery scans for commit runs: the block the last
+    /// checkpoint recorded for that head, or one a journal record named since
+    /// (`u32::MAX`: none).
+    scanned_block: u32,
+    /// Sequence number of the last checkpoint (a commit tag carries 32 bits of it).
+    cp_seq: u64,
+}
+
+/// A commit run in progress: consecutive file blocks of one inode written as consecutive pages
+/// of the user-data head's block, with consecutive sequence numbers (FORMAT.md §8.7).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CommitRun {
+    /// The file.
+    pub ino: u32,
+    /// File block the next page must hold.
+    pub next_block: u32,
+    /// Sequence number the next page must get.
+    pub next_seq: u64,
+    /// The head's block the pages must be in.
+    pub block: u32,
+    /// Pages written so far.
+    pub pages: u32,
+    /// Still a valid run.
+    pub ok: bool,
 }
 
 /// What the file system is doing, as far as the accounting of device operations by [`Cause`]
@@ -129,6 +156,9 @@ impl<F: Flash> Store<F> {
             checkpointing: false,
             first_program: None,
             phase: Phase::Op,
+            run: None,
+            scanned_block: u32::MAX,
+            cp_seq: 0,
         }
     }
 

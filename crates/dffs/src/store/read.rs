@@ -136,7 +136,7 @@ impl<F: Flash> Store<F> {
         loop {
             let mut oob = [0xFFu8; OOB_TAG_LEN];
             let st = self.read_page(page, data, &mut oob[..n])?;
-            let tag = OobTag::decode(&oob);
+            let tag = OobTag::decode(&oob, self.p.geometry.page_size);
             // Settled: uncorrectable (retried below us already), erased, or a tag (and data)
             // that passes its checks.
             let settled = st == EccStatus::Uncorrectable

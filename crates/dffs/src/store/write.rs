@@ -11,10 +11,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::heads::Head;
-use super::{BlockState, Priority, Store, DATA_HEADER};
+use super::{BlockState, CommitRun, Priority, Store, DATA_HEADER};
 use crate::error::{Error, Result};
 use crate::format::codec::crc32c;
-use crate::format::node::{NodeBuilder, OobTag, OOB_TAG_LEN, TAG_DATA};
+use crate::format::node::{DataEnd, NodeBuilder, OobTag, OOB_TAG_LEN, TAG_DATA, TAG_FIRST};
 use crate::format::params::{Addr, LogKind};
 use dffs_flash::{Flash, FlashKind, PagePairing};
 
@@ -407,6 +407,75 @@ impl<F: Flash> Store<F> {
         data: &[u8],
         prio: Priority,
     ) -> Result<Addr> {
+        self.write_run_page(kind, ino, block, data, prio, DataEnd::No)
+            .map(|(a, _)| a)
+    }
+
+    /// Starts a commit run of `ino` from file block `first` in the user-data head (see
+    /// [`Store::write_run_page`]). One sequence number is skipped, so the page before the run
+    /// can never look like part of it.
+    pub fn begin_commit_run(&mut self, ino: u32, first: u32) {
+        self.next_seq();
+        self.run = Some(CommitRun {
+            ino,
+            next_block: first,
+            next_seq: self.seq,
+            block: u32::MAX,
+            pages: 0,
+            ok: true,
+        });
+    }
+
+    /// Ends the commit run (whether its last page committed it or not).
+    pub fn end_commit_run(&mut self) {
+        self.run = None;
+    }
+
+    /// The user-data head's block recovery scans for commit runs (`u32::MAX`: none).
+    pub fn scanned_block(&self) -> u32 {
+        self.scanned_block
+    }
+
+    /// Sets the block recovery scans for commit runs: the user-data head's block when a
+    /// checkpoint records it, or the block a journal record names.
+    pub fn set_scanned_block(&mut self, b: u32) {
+        self.scanned_block = b;
+    }
+
+    /// Records the sequence number a checkpoint was written at.
+    pub fn set_cp_seq(&mut self, seq: u64) {
+        self.cp_seq = seq;
+    }
+
+    /// Whether the journal has records that are not yet durable (NAND: a started journal
+    /// page), or bad-block swaps not yet recorded: until they are, no commit may rely on
+    /// anything but the journal.
+    fn journal_settled(&self) -> bool {
+        let hd = &self.heads[self.head_index(LogKind::Journal)];
+        let buffered = hd.is_open() && !hd.buf.is_empty() && hd.off - hd.buf_page > hd.buf_prog;
+        !buffered
+            && self.new_remaps.is_empty()
+            && !self.journal_swapped
+            && self.first_program.is_none()
+    }
+
+    /// NAND: writes one raw data page (file block `block` of inode `ino`) to log `kind`, with
+    /// its OOB tag; inside a commit run of `ino` (user-data head) the page is tagged as part of
+    /// it, and `end` (for the run's last page) asks for the tag that commits the run. Returns
+    /// the page's address and whether the run is committed: only when every page of the run
+    /// went to consecutive pages of the block recovery scans with consecutive sequence
+    /// numbers, the journal holds nothing that is not yet durable, and no block was swapped
+    /// for a failed program meanwhile. Otherwise the page gets an ordinary tag and the caller
+    /// commits through the journal.
+    pub fn write_run_page(
+        &mut self,
+        kind: LogKind,
+        ino: u32,
+        block: u32,
+        data: &[u8],
+        prio: Priority,
+        end: DataEnd,
+    ) -> Result<(Addr, bool)> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
@@ -419,24 +488,58 @@ impl<F: Flash> Store<F> {
         let h = self.head_index(kind);
         self.make_room(h, kind, prio, g.page_size, false)?;
         let seq = self.next_seq();
+        let hb = self.heads[h].block;
+        let in_run = kind == LogKind::DataHot && self.run.is_some_and(|r| r.ino == ino);
+        let mut flags = 0;
+        let mut tag_end = DataEnd::No;
+        if in_run {
+            let full_tag = g.oob_free_len as usize >= OOB_TAG_LEN && g.pairing == PagePairing::None;
+            let sb = self.scanned_block;
+            let cp_seq = self.cp_seq;
+            let settled = self.journal_settled();
+            let Some(r) = self.run.as_mut() else {
+                return Err(Error::Internal);
+            };
+            if r.pages == 0 {
+                r.block = hb;
+                flags = TAG_FIRST;
+            }
+            r.ok &= full_tag
+                && hb == sb
+                && hb == r.block
+                && block == r.next_block
+                && seq == r.next_seq
+                && seq.checked_sub(cp_seq).is_some_and(|d| d < 1 << 31);
+            r.pages += 1;
+            r.next_block = block.wrapping_add(1);
+            r.next_seq = seq + 1;
+            if end != DataEnd::No && r.ok && settled {
+                tag_end = end;
+            }
+        }
         let tag = OobTag {
             kind: TAG_DATA,
-            flags: 0,
+            flags,
             ino,
             block,
             seq: seq as u32,
             data_crc: crc32c(data),
+            end: tag_end,
         }
         .encode();
         let bs = g.block_size() as u64;
         let pos = self.heads[h].block as u64 * bs + self.heads[h].off as u64;
         let ppos = self.phys_pos(pos);
+        let swaps = self.new_remaps.len();
         self.program_with_recovery(
             h,
             ppos,
             data,
             &tag[..OOB_TAG_LEN.min(g.oob_free_len as usize)],
         )?;
+        // A swap during the program moved the page to a block recovery cannot find before a
+        // journal record names the swap: the journal commits the run.
+        let committed = tag_end != DataEnd::No && self.new_remaps.len() == swaps;
         let pos = self.heads[h].block as u64 * bs + self.heads[h].off as u64;
         self.heads[h].off += g.page_size;
         let a = self.p.addr_of(pos);
@@ -444,7 +547,7 @@ impl<F: Flash> Store<F> {
         if self.heads[h].off >= g.block_size() {
             self.close_head(h)?;
         }
-        Ok(a)
+        Ok((a, committed))
     }
 
     /// NOR: how many data slots a data node may hold in the open block of log `kind`'s head

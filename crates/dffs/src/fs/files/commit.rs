@@ -5,25 +5,52 @@
 
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
+use crate::format::compress;
 use crate::format::extents::{BlockMap, ExtentMap};
+use crate::format::node::{DataEnd, OOB_TAG_LEN, TAG_MAX_SIZE};
+use crate::format::params::LogKind;
 use crate::fs::files::handles::Fh;
 use crate::fs::files::overlay::Overlay;
 use crate::fs::Fs;
 use crate::journal::{max_commit_extents, Record, Tid};
 use alloc::vec::Vec;
-use dffs_flash::Flash;
+use dffs_flash::{Flash, FlashKind, PagePairing};
 
 impl<F: Flash> Fs<F> {
     /// Commits the uncommitted changes of `ino` as one journal record (or, for very large
     /// updates, as a transaction of several).
     pub(crate) fn commit_ino(&mut self, ino: Ino) -> Result<()> {
+        self.commit_ino_as(ino, false)
+    }
+
+    /// Commits `ino` for a synced write: when the update is a run of new consecutive blocks
+    /// the tag of its last data page commits it (no journal record, FORMAT.md §8.7); otherwise
+    /// as [`Fs::commit_ino`]. The caller makes the journal durable.
+    pub(crate) fn commit_ino_synced(&mut self, ino: Ino) -> Result<()> {
+        self.commit_ino_as(ino, true)
+    }
+
+    fn commit_ino_as(&mut self, ino: Ino, synced: bool) -> Result<()> {
         if !self.open.has_overlay(ino) {
             return Ok(());
         }
-        self.flush_blocks(ino)?;
+        let by_tags = match self.run_end(ino, synced)? {
+            Some((first, end)) => self.flush_run(ino, first, end)?,
+            None => {
+                self.flush_blocks(ino)?;
+                false
+            }
+        };
         let Some(mut ov) = self.open.files.get_mut(&ino).and_then(|o| o.overlay.take()) else {
             return Ok(());
         };
+        if by_tags {
+            let rec = self.commit_record(0, ino, &ov, ov.extents.clone());
+            return self.apply(&rec);
+        }
+        if synced {
+            self.name_data_block()?;
+        }
         // A spilled update commits its whole block map at once.
         let map = match ov.spilled.take() {
             Some(mut sp) => {
@@ -105,6 +132,80 @@ impl<F: Flash> Fs<F> {
         for r in &recs {
             self.apply(r)?;
         }
+        Ok(())
+    }
+
+    /// Whether the uncommitted update of `ino` can be committed by its data pages' tags (a
+    /// synced write on NAND, outside a transaction, of an open, uncompressed file whose update
+    /// is nothing but consecutive dirty blocks not yet written, ending at the file's end or
+    /// leaving its size): the run's first block and the end its last page's tag carries.
+    fn run_end(&mut self, ino: Ino, synced: bool) -> Result<Option<(u32, DataEnd)>> {
+        let p = self.store.p();
+        let g = p.geometry;
+        if !synced
+            || g.kind != FlashKind::Nand
+            || g.pairing != PagePairing::None
+            || (g.oob_free_len as usize) < OOB_TAG_LEN
+            || self.txn.open.is_some()
+            || self.open.is_orphan(ino)
+        {
+            return Ok(None);
+        }
+        let committed = self.committed(ino)?;
+        if committed.compression != compress::NONE {
+            return Ok(None);
+        }
+        let Some(ov) = self.open.files.get(&ino).and_then(|o| o.overlay.as_ref()) else {
+            return Ok(None);
+        };
+        if ov.spilled.is_some()
+            || ov.trunc_to.is_some()
+            || ov.inline.is_some()
+            || !ov.extents.is_empty()
+        {
+            return Ok(None);
+        }
+        let blocks = self.data_cache.dirty_blocks(ino);
+        let (Some(&first), Some(&last)) = (blocks.first(), blocks.last()) else {
+            return Ok(None);
+        };
+        if (last - first) as usize + 1 != blocks.len() {
+            return Ok(None);
+        }
+        let db = p.data_block as u64;
+        let end = if ov.size == committed.size && ov.size > last as u64 * db {
+            DataEnd::Commit
+        } else if ov.size > last as u64 * db
+            && ov.size <= (last as u64 + 1) * db
+            && ov.size <= TAG_MAX_SIZE
+        {
+            DataEnd::CommitSize(ov.size)
+        } else {
+            return Ok(None);
+        };
+        Ok(Some((first, end)))
+    }
+
+    /// A synced commit that went through the journal although it could have been carried by
+    /// tags because the user-data head had moved to a block recovery does not scan: the
+    /// journal names that block now, so the next synced writes there need no record.
+    fn name_data_block(&mut self) -> Result<()> {
+        let g = self.store.p().geometry;
+        if g.kind != FlashKind::Nand
+            || g.pairing != PagePairing::None
+            || self.txn.open.is_some()
+            || self.cp.data_blocks >= crate::fs::DATA_SCAN_BLOCKS
+        {
+            return Ok(());
+        }
+        let head = self.store.head(LogKind::DataHot);
+        if !head.is_open() || head.block() == self.store.scanned_block() {
+            return Ok(());
+        }
+        let block = head.block();
+        self.journal(&Record::DataBlock { block })?;
+        self.store.set_scanned_block(block);
+        self.cp.data_blocks += 1;
         Ok(())
     }
 
@@ -210,7 +311,11 @@ impl<F: Flash> Fs<F> {
         self.map.clear_cache();
         self.index_cache.clear();
         self.store.reset_heads();
+        // Sequence numbers handed out since the checkpoint stay used: pages written in the
+        // transaction keep theirs on flash.
+        let seq = self.store.seq();
         self.load()?;
+        self.store.set_seq(self.store.seq().max(seq));
         // Orphans and handles to inodes that no longer exist are left dangling; their
         // operations report NotFound.
         let stale: Vec<Ino> = self

@@ -83,6 +83,17 @@ impl DataCache {
             .min_by_key(|e| e.used)
             .map(|e| e.item.ino)
     }
+    /// Block numbers of the dirty blocks of `ino`, in block order.
+    pub(crate) fn dirty_blocks(&self, ino: Ino) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .blocks
+            .iter()
+            .filter(|e| e.item.ino == ino && e.dirty)
+            .map(|e| e.item.block)
+            .collect();
+        crate::sort::sort(&mut v);
+        v
+    }
     /// Dirty blocks of `ino`, in block order, marked clean.
     pub(crate) fn take_dirty(&mut self, ino: Ino) -> Vec<(u32, Vec<u8>)> {
         let mut v: Vec<(u32, Vec<u8>)> = self

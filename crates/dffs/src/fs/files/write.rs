@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::compress::{self, DATAZ_HEADER};
 use crate::format::extents::ExtentMap;
+use crate::format::node::DataEnd;
 use crate::format::params::{Addr, LogKind};
 use crate::fs::files::handles::Fh;
 use crate::fs::Fs;
@@ -33,7 +34,7 @@ impl<F: Flash> Fs<F> {
             };
             let n = fs.write_ino(h.ino, off, data)?;
             if h.flags.sync || fs.cfg.sync {
-                fs.commit_ino(h.ino)?;
+                fs.commit_ino_synced(h.ino)?;
                 if fs.txn.open.is_none() {
                     fs.journal_flush()?;
                 }
@@ -137,9 +138,21 @@ impl<F: Flash> Fs<F> {
 
     /// Writes the dirty cached blocks of `ino` to flash (provisionally: they join its overlay).
     pub(crate) fn flush_blocks(&mut self, ino: Ino) -> Result<()> {
+        self.flush_blocks_as(ino, None).map(|_| ())
+    }
+
+    /// As [`Fs::flush_blocks`], for dirty blocks that are consecutive from file block `first`
+    /// (see `run_end` in the commit module): they are written as a commit run whose last
+    /// page's tag carries `end`. Returns whether that tag committed the update (the caller
+    /// then needs no journal record).
+    pub(crate) fn flush_run(&mut self, ino: Ino, first: u32, end: DataEnd) -> Result<bool> {
+        self.flush_blocks_as(ino, Some((first, end)))
+    }
+
+    fn flush_blocks_as(&mut self, ino: Ino, run: Option<(u32, DataEnd)>) -> Result<bool> {
         let dirty = self.data_cache.take_dirty(ino);
         if dirty.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let p = self.store.p();
         let stride = p.stride();
@@ -187,18 +200,39 @@ impl<F: Flash> Fs<F> {
             raw
         };
         let mut written: Vec<(u32, u32, Addr)> = Vec::new();
+        let mut by_tags = false;
         match p.geometry.kind {
             FlashKind::Nand => {
-                for (b, data) in &dirty {
-                    let a = self.store.write_data_page(
+                let run =
+                    run.filter(|r| packed.is_empty() && dirty.first().map(|d| d.0) == Some(r.0));
+                if let Some((first, _)) = run {
+                    self.store.begin_commit_run(ino, first);
+                }
+                let n = dirty.len();
+                for (i, (b, data)) in dirty.iter().enumerate() {
+                    let end = match run {
+                        Some((_, end)) if i + 1 == n => end,
+                        _ => DataEnd::No,
+                    };
+                    let r = self.store.write_run_page(
                         LogKind::DataHot,
                         ino,
                         *b,
                         data,
                         Priority::Log,
-                    )?;
+                        end,
+                    );
+                    let (a, c) = match r {
+                        Ok(x) => x,
+                        Err(e) => {
+                            self.store.end_commit_run();
+                            return Err(e);
+                        }
+                    };
+                    by_tags = c;
                     written.push((*b, 1, a));
                 }
+                self.store.end_commit_run();
             }
             FlashKind::Nor => {
                 // Contiguous runs become one data node each.
@@ -250,7 +284,7 @@ impl<F: Flash> Fs<F> {
         crate::sort::sort_by_key(&mut written, |w| w.0);
         let spilled = self.overlay(ino)?.spilled.is_some();
         if spilled {
-            return self.record_spilled_writes(ino, &written);
+            return self.record_spilled_writes(ino, &written).map(|_| false);
         }
         let ov = self.overlay(ino)?;
         let mut dead = Vec::new();
@@ -277,8 +311,9 @@ impl<F: Flash> Fs<F> {
             .unwrap_or(0);
         if n > self.cfg.overlay_extents {
             self.spill(ino)?;
+            return Ok(false);
         }
-        Ok(())
+        Ok(by_tags)
     }
 
     /// Whether `a` is where the committed content of `ino` keeps block `b` (so the overlay
