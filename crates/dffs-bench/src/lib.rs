@@ -90,6 +90,9 @@ pub enum Suite {
     Nor,
     /// Postmark with O_SYNC (seed 003).
     Postmark,
+    /// Postmark 1.51 as on a `--sync` mount of `nand-slc-128m`: files opened O_SYNC, 2 KiB
+    /// writes, whole-file reads (issue 17).
+    PostmarkSync,
     /// Filebench create, copy, create/delete (seed 003).
     Filebench,
     /// Erase-count spread after rewriting a hot file (wear leveling).
@@ -100,13 +103,14 @@ pub enum Suite {
 
 impl Suite {
     /// Every suite `all` runs, in order.
-    pub const EACH: [Suite; 8] = [
+    pub const EACH: [Suite; 9] = [
         Suite::Mount,
         Suite::Rootfs,
         Suite::Throughput,
         Suite::Space,
         Suite::Nor,
         Suite::Postmark,
+        Suite::PostmarkSync,
         Suite::Filebench,
         Suite::Wear,
     ];
@@ -120,6 +124,7 @@ impl Suite {
             Suite::Space => "space",
             Suite::Nor => "nor",
             Suite::Postmark => "postmark",
+            Suite::PostmarkSync => "postmark-sync",
             Suite::Filebench => "filebench",
             Suite::Wear => "wear",
             Suite::All => "all",
@@ -215,6 +220,7 @@ pub fn run_suite(suite: Suite, opts: &Options) -> Result<SuiteReport, String> {
         Suite::Space => suites::space::run(opts),
         Suite::Nor => suites::nor::run(opts),
         Suite::Postmark => suites::postmark::run(opts),
+        Suite::PostmarkSync => suites::postmark::run_sync(opts),
         Suite::Filebench => suites::filebench::run(opts),
         Suite::Wear => suites::wear::run(opts),
         Suite::All => Err("`all` is not one suite".into()),

@@ -268,6 +268,28 @@ fn postmark_rows() {
     check_rows(&v, &["postmark"], &["tps", "data_us", "meta_us", "gc_us"]);
 }
 
+/// Postmark on `O_SYNC` files: DFFS commits each synced write of new blocks by its last
+/// page's tag, so its programs stay within a quarter above the data pages written (one
+/// journal page per synced write would double them).
+#[test]
+fn postmark_sync_rows_and_programs_near_the_data_floor() {
+    let v = tiny(Suite::PostmarkSync);
+    check_rows(&v, &["postmark"], &["tps", "data_us", "meta_us", "gc_us"]);
+    let r = rows(&v)
+        .iter()
+        .find(|r| r["fs"] == "dffs" && r["ok"] == true)
+        .expect("a dffs row");
+    let files = r["metrics"]["files_created"].as_f64().unwrap();
+    let bytes = r["params"]["file_bytes"].as_f64().unwrap();
+    let data_pages = files * bytes / 2048.0;
+    let programs = r["metrics"]["programs"].as_f64().unwrap();
+    assert!(data_pages > 500.0, "{r}");
+    assert!(
+        programs >= data_pages && programs <= 1.25 * data_pages,
+        "{programs} programs for {data_pages} data pages: {r}"
+    );
+}
+
 #[test]
 fn filebench_rows() {
     let v = tiny(Suite::Filebench);

@@ -76,7 +76,7 @@ pub fn print(out: &mut dyn Write, rep: &SuiteReport) -> std::io::Result<()> {
         "throughput" => throughput::tables(out, rep)?,
         "space" => space::tables(out, rep)?,
         "nor" => nor::tables(out, rep)?,
-        "postmark" => postmark::tables(out, rep)?,
+        "postmark" | "postmark-sync" => postmark::tables(out, rep)?,
         "filebench" => filebench::tables(out, rep)?,
         "wear" => wear::tables(out, rep)?,
         _ => {}

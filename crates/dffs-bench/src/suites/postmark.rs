@@ -1,4 +1,5 @@
-//! Suite `postmark` (seed 003, Postmark as in the DFFS paper): on `onenand-256m`, 100
+//! Suites `postmark` (seed 003, Postmark as in the DFFS paper) and `postmark-sync` (Postmark
+//! 1.51 as issue 17 runs it on a `--sync` mount, see `sync_params`). `postmark`: on `onenand-256m`, 100
 //! subdirectories; a create phase of 1,300 files of 128 KiB in random subdirectories; 2,000
 //! transactions, each a create (with 128 KiB of data) or a delete; then everything deleted. All
 //! writes are synchronous (O_SYNC semantics: each 4 KiB write is durable before the next).
@@ -34,6 +35,10 @@ struct Params {
     size: u64,
     transactions: u64,
     io: u64,
+    /// Files opened `O_SYNC` (each write durable on return) instead of an fsync per write.
+    osync: bool,
+    /// Each transaction also reads a whole file, with even odds (as Postmark 1.51 does).
+    reads: bool,
 }
 
 fn params(s: Scale) -> Params {
@@ -45,6 +50,8 @@ fn params(s: Scale) -> Params {
             size: 128 << 10,
             transactions: 16,
             io: 4096,
+            osync: false,
+            reads: false,
         },
         Scale::Quick => Params {
             part: Some(32 << 20),
@@ -53,6 +60,8 @@ fn params(s: Scale) -> Params {
             size: 128 << 10,
             transactions: 60,
             io: 4096,
+            osync: false,
+            reads: false,
         },
         Scale::Full => Params {
             part: None,
@@ -61,8 +70,57 @@ fn params(s: Scale) -> Params {
             size: 128 << 10,
             transactions: 2000,
             io: 4096,
+            osync: false,
+            reads: false,
         },
     }
+}
+
+/// Suite `postmark-sync`: Postmark 1.51 as issue 17 runs it on a `--sync` mount (`set
+/// subdirectories 100`, `set number 600`, `set size 131072`, `set transactions 2000`: every
+/// file 128 KiB, written in 2 KiB pieces, each transaction a whole-file read with even odds
+/// and a create or delete), on `nand-slc-128m`, through the library with files opened
+/// `O_SYNC`.
+fn sync_params(s: Scale) -> Params {
+    let (part, dirs, files, transactions) = match s {
+        Scale::Tiny => (Some(4 << 20), 4, 10, 16),
+        Scale::Quick => (Some(32 << 20), 10, 60, 200),
+        Scale::Full => (None, 100, 600, 2000),
+    };
+    Params {
+        part,
+        dirs,
+        files,
+        size: 128 << 10,
+        transactions,
+        io: 2048,
+        osync: true,
+        reads: true,
+    }
+}
+
+/// Runs suite `postmark-sync` (see [`sync_params`]).
+pub fn run_sync(opts: &Options) -> Result<SuiteReport, String> {
+    let p = sync_params(opts.scale);
+    let preset = device_preset("nand-slc-128m", p.part)?;
+    let mut rep = SuiteReport::new(
+        "postmark-sync",
+        opts.scale != Scale::Full,
+        describe(&preset),
+    );
+    rep.note(format!(
+        "Postmark 1.51 as on a --sync mount: {} directories, {} files of {} KiB created in {} B \
+         writes to files opened O_SYNC, {} transactions (a whole-file read with even odds, then \
+         a create or delete with even odds), then all deleted; tps is transactions per second \
+         of simulated device time in the transaction phase; programs, reads and erases are \
+         the device operations of the three phases",
+        p.dirs,
+        p.files,
+        p.size >> 10,
+        p.io,
+        p.transactions,
+    ));
+    run_with(opts, &p, preset, rep)
 }
 
 /// Runs the suite.
@@ -80,6 +138,15 @@ pub fn run(opts: &Options) -> Result<SuiteReport, String> {
         p.transactions,
         p.io
     ));
+    run_with(opts, &p, preset, rep)
+}
+
+fn run_with(
+    opts: &Options,
+    p: &Params,
+    preset: dffs_sim::Preset,
+    mut rep: SuiteReport,
+) -> Result<SuiteReport, String> {
     rep.note(
         "time split, DFFS: from the OOB tags of the pages it programs (first programs of file \
          data = data; node pages = metadata; erases, re-programs of data already on flash and \
@@ -103,7 +170,7 @@ pub fn run(opts: &Options) -> Result<SuiteReport, String> {
             .param("file_bytes", p.size)
             .param("transactions", p.transactions)
             .param("io_bytes", p.io);
-        if let Err(e) = one(&mut *d, &sim, split.as_ref(), &p, &mut row) {
+        if let Err(e) = one(&mut *d, &sim, split.as_ref(), p, &mut row) {
             row.fail(e);
         }
         rep.results.push(row);
@@ -133,7 +200,12 @@ fn create(
     let mut buf = vec![0u8; p.io as usize];
     let sim = clk.sim.clone();
     let mut wps = 0u64;
-    s.with_file(path, OpenMode::CREATE, &mut |f| {
+    let mode = if p.osync {
+        OpenMode::CREATE.with_sync()
+    } else {
+        OpenMode::CREATE
+    };
+    s.with_file(path, mode, &mut |f| {
         let mut off = 0;
         while off < p.size {
             let n = p.io.min(p.size - off) as usize;
@@ -141,7 +213,9 @@ fn create(
             let t0 = sim.stats().sim_ps;
             f.write_at(off, &buf[..n])?;
             wps += sim.stats().sim_ps - t0;
-            f.sync()?;
+            if !p.osync {
+                f.sync()?;
+            }
             off += n as u64;
         }
         Ok(())
@@ -182,7 +256,22 @@ fn one(
             next += 1;
         }
         let t1 = clk.now();
+        let mut rbuf = vec![0u8; p.io as usize];
         for _ in 0..p.transactions {
+            if p.reads && rng.below(2) == 0 && !live.is_empty() {
+                let (path, _) = &live[rng.below(live.len() as u64) as usize];
+                s.with_file(path, OpenMode::READ, &mut |f| {
+                    let mut off = 0;
+                    while off < p.size {
+                        let n = f.read_at(off, &mut rbuf)?;
+                        if n == 0 {
+                            break;
+                        }
+                        off += n as u64;
+                    }
+                    Ok(())
+                })?;
+            }
             if rng.below(2) == 0 && !live.is_empty() {
                 let (path, _) = live.swap_remove(rng.below(live.len() as u64) as usize);
                 s.remove(&path)?;
@@ -251,24 +340,28 @@ fn one(
     row.set("meta_us", round(meta as f64 / 1e6));
     row.set("gc_us", round(gc as f64 / 1e6));
     row.set("ram_bytes", ram);
+    row.set("files_created", next);
     // Operations of the three phases (verification left out); host time of the whole session.
     ops.put(&mut row.metrics, "");
     row.set("session_host_us", round(all.host_us));
     Ok(())
 }
 
-/// The suite's tables.
+/// The suite's tables (`postmark-sync` adds the device operations, issue 17's measures).
 pub fn tables(out: &mut dyn Write, rep: &SuiteReport) -> std::io::Result<()> {
-    tables_of(
-        out,
-        rep,
-        "postmark",
-        &[
-            ("tps", "transactions per second", true),
-            ("total_us", "all three phases, µs", false),
-            ("data_us", "data writes, µs", false),
-            ("meta_us", "metadata, µs", false),
-            ("gc_us", "garbage collection, µs", false),
-        ],
-    )
+    let mut t = vec![
+        ("tps", "transactions per second", true),
+        ("total_us", "all three phases, µs", false),
+        ("data_us", "data writes, µs", false),
+        ("meta_us", "metadata, µs", false),
+        ("gc_us", "garbage collection, µs", false),
+    ];
+    if rep.suite == "postmark-sync" {
+        t.extend([
+            ("programs", "page programs, all three phases", false),
+            ("reads", "page reads, all three phases", false),
+            ("erases", "block erases, all three phases", false),
+        ]);
+    }
+    tables_of(out, rep, "postmark", &t)
 }
