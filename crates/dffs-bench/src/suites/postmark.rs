@@ -99,7 +99,7 @@ fn sync_params(s: Scale) -> Params {
     }
 }
 
-/// Runs suite `postmark-sync` (see [`sync_params`]).
+/// Runs suite `postmark-sync` (its sizes: `sync_params`).
 pub fn run_sync(opts: &Options) -> Result<SuiteReport, String> {
     let p = sync_params(opts.scale);
     let preset = device_preset("nand-slc-128m", p.part)?;
