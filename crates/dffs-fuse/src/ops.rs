@@ -703,21 +703,23 @@ impl Filesystem for DffsFuse {
         }
     }
 
-    fn fsync(
-        &self,
-        _req: &Request,
-        _i: INodeNo,
-        h: FileHandle,
-        _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
+    fn fsync(&self, _req: &Request, _i: INodeNo, h: FileHandle, datasync: bool, reply: ReplyEmpty) {
         match self.change(true, |fs, hs| {
             let me = hs.get(h)?;
             let ino = fs.handle_ino(me).map_err(errno)?;
+            // fdatasync: data and size only, so a write of new blocks may commit by its
+            // pages' tags (no journal page).
+            let sync = |fs: &mut dffs::Fs<_>, fh| {
+                if datasync {
+                    fs.fdatasync(fh)
+                } else {
+                    fs.fsync(fh)
+                }
+            };
             for w in hs.writers(ino) {
-                fs.fsync(w).map_err(errno)?;
+                sync(fs, w).map_err(errno)?;
             }
-            fs.fsync(me).map_err(errno)
+            sync(fs, me).map_err(errno)
         }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),

@@ -102,6 +102,39 @@ fn synced_overwrites_in_place_keep_the_size_and_survive_a_cut() {
 }
 
 #[test]
+fn fdatasync_commits_by_tags_and_fsync_through_the_journal() {
+    let mut fs = Fs::mount(device("nand-slc-128m", 64), Config::default()).unwrap();
+    let page = fs.params().geometry.page_size as usize;
+    let ino = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    let fh = fs.open(ino, OpenFlags::RW).unwrap();
+    fs.write(fh, 0, &pattern(0, page)).unwrap();
+    fs.fsync(fh).unwrap();
+    let mut expect = pattern(0, page);
+    let mut journal = |fs: &mut Fs<SimFlash>, k: usize, data: bool| {
+        let before = fs.op_counts();
+        let piece = pattern(k, page);
+        fs.write(fh, expect.len() as u64, &piece).unwrap();
+        expect.extend_from_slice(&piece);
+        if data {
+            fs.fdatasync(fh).unwrap();
+        } else {
+            fs.fsync(fh).unwrap();
+        }
+        fs.op_counts().since(&before).by_cause.programs[Cause::Journal as usize]
+    };
+    let by_data: u64 = (1..=10).map(|k| journal(&mut fs, k, true)).sum();
+    let by_fsync: u64 = (11..=20).map(|k| journal(&mut fs, k, false)).sum();
+    assert!(
+        by_data <= 1,
+        "fdatasync: {by_data} journal programs for 10 appends"
+    );
+    assert_eq!(by_fsync, 10, "fsync: one journal page per append");
+    let dev = fs.into_flash();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    assert_eq!(read_all(&mut fs, b"f"), expect);
+}
+
+#[test]
 fn what_tags_cannot_say_goes_through_the_journal() {
     let mut fs = Fs::mount(device("nand-slc-128m", 64), Config::default()).unwrap();
     let page = fs.params().geometry.page_size as usize;

@@ -239,6 +239,24 @@ impl<F: Flash> Fs<F> {
         })
     }
 
+    /// Makes `fh`'s file's data and size durable, as [`Fs::fsync`], but a write of new
+    /// consecutive blocks may be committed by its last data page's tag (FORMAT.md §8.7): then
+    /// no journal page is programmed, and after a power cut the file has the times of its last
+    /// journaled change (`fdatasync` semantics).
+    pub fn fdatasync(&mut self, fh: Fh) -> Result<()> {
+        self.guard(|fs| {
+            let h = fs.handle(fh)?;
+            if h.flags.write {
+                fs.ensure_writable()?;
+                fs.commit_ino_synced(h.ino)?;
+            }
+            if fs.txn.open.is_none() && !fs.cfg.read_only {
+                fs.journal_flush()?;
+            }
+            fs.after_op()
+        })
+    }
+
     /// Commits every open file and makes everything durable.
     pub fn sync(&mut self) -> Result<()> {
         self.guard(|fs| {
