@@ -418,6 +418,15 @@ impl Params {
         (self.map_page - NODE_HEADER - 8) / 12
     }
 
+    /// Whether synced writes may commit by their data pages' OOB tags (FORMAT.md §8.7): NAND
+    /// without page pairing whose free OOB bytes hold the whole tag.
+    pub fn commit_runs(&self) -> bool {
+        let g = &self.geometry;
+        g.kind == FlashKind::Nand
+            && g.pairing == PagePairing::None
+            && g.oob_free_len as usize >= crate::format::node::OOB_TAG_LEN
+    }
+
     /// Largest file size in bytes (what the index tree can address, capped at 2^40).
     pub fn max_file_size(&self) -> u64 {
         let f = self.index_fanout() as u64;

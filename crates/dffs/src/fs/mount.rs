@@ -363,11 +363,7 @@ impl<F: Flash> Fs<F> {
         self.store.set_seq(self.store.seq().max(last + 1));
         // Synced writes may have left commits in data page tags (nothing is written after a
         // clean checkpoint before the journal's session marker).
-        let g = self.store.p().geometry;
-        let tagged = g.kind == FlashKind::Nand
-            && g.pairing == dffs_flash::PagePairing::None
-            && g.oob_free_len as usize >= crate::format::node::OOB_TAG_LEN;
-        let mut tags = if tagged && (any || !start.clean) {
+        let mut tags = if self.store.p().commit_runs() && (any || !start.clean) {
             tag_commits::scan(&mut self.store, &data_blocks, cp.next_seq)?
         } else {
             TagScan::default()

@@ -115,6 +115,11 @@ impl Head {
         self.block != u32::MAX
     }
 
+    /// Whether bytes appended to the head's page buffer are not yet programmed (NAND).
+    pub(super) fn unprogrammed(&self) -> bool {
+        self.is_open() && !self.buf.is_empty() && self.off - self.buf_page > self.buf_prog
+    }
+
     /// Its block (`u32::MAX` when it has none).
     pub fn block(&self) -> u32 {
         self.block

@@ -314,12 +314,7 @@ impl<F: Flash> Store<F> {
                 let data = oh == self.head_index(LogKind::DataHot)
                     || oh == self.head_index(LogKind::DataCold);
                 let hd = &self.heads[oh];
-                if oh != h
-                    && (data || paired)
-                    && hd.is_open()
-                    && !hd.buf.is_empty()
-                    && hd.off - hd.buf_page > hd.buf_prog
-                {
+                if oh != h && (data || paired) && hd.unprogrammed() {
                     self.flush_head(oh)?;
                 }
             }
@@ -451,9 +446,7 @@ impl<F: Flash> Store<F> {
     /// page), or bad-block swaps not yet recorded: until they are, no commit may rely on
     /// anything but the journal.
     fn journal_settled(&self) -> bool {
-        let hd = &self.heads[self.head_index(LogKind::Journal)];
-        let buffered = hd.is_open() && !hd.buf.is_empty() && hd.off - hd.buf_page > hd.buf_prog;
-        !buffered
+        !self.heads[self.head_index(LogKind::Journal)].unprogrammed()
             && self.new_remaps.is_empty()
             && !self.journal_swapped
             && self.first_program.is_none()
@@ -493,7 +486,7 @@ impl<F: Flash> Store<F> {
         let mut flags = 0;
         let mut tag_end = DataEnd::No;
         if in_run {
-            let full_tag = g.oob_free_len as usize >= OOB_TAG_LEN && g.pairing == PagePairing::None;
+            let full_tag = self.p.commit_runs();
             let sb = self.scanned_block;
             let cp_seq = self.cp_seq;
             let settled = self.journal_settled();

@@ -7,14 +7,14 @@ use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::compress;
 use crate::format::extents::{BlockMap, ExtentMap};
-use crate::format::node::{DataEnd, OOB_TAG_LEN, TAG_MAX_SIZE};
+use crate::format::node::{DataEnd, TAG_MAX_SIZE};
 use crate::format::params::LogKind;
 use crate::fs::files::handles::Fh;
 use crate::fs::files::overlay::Overlay;
 use crate::fs::Fs;
 use crate::journal::{max_commit_extents, Record, Tid};
 use alloc::vec::Vec;
-use dffs_flash::{Flash, FlashKind, PagePairing};
+use dffs_flash::Flash;
 
 impl<F: Flash> Fs<F> {
     /// Commits the uncommitted changes of `ino` as one journal record (or, for very large
@@ -141,14 +141,7 @@ impl<F: Flash> Fs<F> {
     /// leaving its size): the run's first block and the end its last page's tag carries.
     fn run_end(&mut self, ino: Ino, synced: bool) -> Result<Option<(u32, DataEnd)>> {
         let p = self.store.p();
-        let g = p.geometry;
-        if !synced
-            || g.kind != FlashKind::Nand
-            || g.pairing != PagePairing::None
-            || (g.oob_free_len as usize) < OOB_TAG_LEN
-            || self.txn.open.is_some()
-            || self.open.is_orphan(ino)
-        {
+        if !synced || !p.commit_runs() || self.txn.open.is_some() || self.open.is_orphan(ino) {
             return Ok(None);
         }
         let committed = self.committed(ino)?;
@@ -190,9 +183,7 @@ impl<F: Flash> Fs<F> {
     /// tags because the user-data head had moved to a block recovery does not scan: the
     /// journal names that block now, so the next synced writes there need no record.
     fn name_data_block(&mut self) -> Result<()> {
-        let g = self.store.p().geometry;
-        if g.kind != FlashKind::Nand
-            || g.pairing != PagePairing::None
+        if !self.store.p().commit_runs()
             || self.txn.open.is_some()
             || self.cp.data_blocks >= crate::fs::DATA_SCAN_BLOCKS
         {
@@ -226,17 +217,7 @@ impl<F: Flash> Fs<F> {
     /// Commits `fh`'s file and makes it durable (inside a transaction: commits it into the
     /// transaction, durable when the transaction commits).
     pub fn fsync(&mut self, fh: Fh) -> Result<()> {
-        self.guard(|fs| {
-            let h = fs.handle(fh)?;
-            if h.flags.write {
-                fs.ensure_writable()?;
-                fs.commit_ino(h.ino)?;
-            }
-            if fs.txn.open.is_none() && !fs.cfg.read_only {
-                fs.journal_flush()?;
-            }
-            fs.after_op()
-        })
+        self.sync_handle(fh, false)
     }
 
     /// Makes `fh`'s file's data and size durable, as [`Fs::fsync`], but a write of new
@@ -244,11 +225,16 @@ impl<F: Flash> Fs<F> {
     /// no journal page is programmed, and after a power cut the file has the times of its last
     /// journaled change (`fdatasync` semantics).
     pub fn fdatasync(&mut self, fh: Fh) -> Result<()> {
+        self.sync_handle(fh, true)
+    }
+
+    /// [`Fs::fsync`] (`data_only` false) or [`Fs::fdatasync`].
+    fn sync_handle(&mut self, fh: Fh, data_only: bool) -> Result<()> {
         self.guard(|fs| {
             let h = fs.handle(fh)?;
             if h.flags.write {
                 fs.ensure_writable()?;
-                fs.commit_ino_synced(h.ino)?;
+                fs.commit_ino_as(h.ino, data_only)?;
             }
             if fs.txn.open.is_none() && !fs.cfg.read_only {
                 fs.journal_flush()?;
