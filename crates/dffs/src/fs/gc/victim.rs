@@ -282,6 +282,12 @@ impl<F: Flash> Fs<F> {
                 if e.state() == BlockState::Used && e.kind() != LogKind::Journal && !self.is_kept(b)
                 {
                     self.start_victim(b);
+                    // Admitted above on `copy_room_for`: without free blocks for copies it is
+                    // collected as a stretch (copies into the open copy block), or it would be
+                    // dropped at its first live item, and two such scrub candidates took both
+                    // of a collection's tries while blocks with nothing live waited (ENOSPC at
+                    // 42% on a small device with a quarter of its blocks bad).
+                    self.gc.stretch = !self.copy_room();
                     return true;
                 }
             }
