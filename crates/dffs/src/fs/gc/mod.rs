@@ -8,7 +8,8 @@
 //! table) points at it, a file inode when its parent's slot points at it, an index node when its
 //! file's tree does, a data block when its owner's index maps its tag's block number to it. Live
 //! data is copied at once (to the cold data log); live metadata is marked dirty and rewritten
-//! by the next checkpoint, after which the victim is erased. Work is done in bounded steps.
+//! by the next checkpoint, after which the victim is erased. Work is done in bounded steps. A
+//! NAND victim credited with no live bytes is finished without reading it.
 //!
 //! It must never erase what it could not read. An item that cannot be read (after the retries
 //! of the medium and the store) is either known to be live (a data page whose tag names a block
