@@ -388,6 +388,51 @@ fn attributes_change_as_asked() {
     m.unmount().unwrap();
 }
 
+/// Directory attributes are cached by the kernel (a path walk needs each directory's), but
+/// every change of a directory made through the mount shows at once: an entry added or removed
+/// gives a new mtime and ctime, a subdirectory a new link count, chmod a new mode.
+#[test]
+fn directory_attributes_follow_entry_changes_at_once() {
+    let Some(p) = place("directory_attributes_follow_entry_changes_at_once") else {
+        return;
+    };
+    let m = mount(&p, &rw());
+    let d = p.mnt.join("d");
+    fs::create_dir(&d).unwrap();
+    let times = |md: &fs::Metadata| (md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec());
+    let before = fs::metadata(&d).unwrap();
+    // Asked again at once: the cached copy.
+    assert_eq!(times(&fs::metadata(&d).unwrap()), times(&before));
+    let pause = || std::thread::sleep(std::time::Duration::from_millis(20));
+    pause();
+    fs::write(d.join("f"), b"x").unwrap();
+    let after_create = fs::metadata(&d).unwrap();
+    assert!(
+        times(&after_create) > times(&before),
+        "{:?} then {:?}",
+        times(&before),
+        times(&after_create)
+    );
+    assert_eq!(after_create.nlink(), 2);
+    pause();
+    fs::create_dir(d.join("sub")).unwrap();
+    let after_mkdir = fs::metadata(&d).unwrap();
+    assert_eq!(after_mkdir.nlink(), 3);
+    assert!(times(&after_mkdir) > times(&after_create));
+    pause();
+    fs::remove_file(d.join("f")).unwrap();
+    let after_unlink = fs::metadata(&d).unwrap();
+    assert!(times(&after_unlink) > times(&after_mkdir));
+    pause();
+    fs::rename(d.join("sub"), p.mnt.join("sub")).unwrap();
+    let after_rename = fs::metadata(&d).unwrap();
+    assert_eq!(after_rename.nlink(), 2);
+    assert!(times(&after_rename) > times(&after_unlink));
+    fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(fs::metadata(&d).unwrap().mode() & 0o7777, 0o700);
+    m.unmount().unwrap();
+}
+
 #[test]
 fn readdir_lists_each_entry_once_while_the_directory_changes() {
     let Some(p) = place("readdir_lists_each_entry_once_while_the_directory_changes") else {
