@@ -520,6 +520,15 @@ int dffs_file_truncate(struct dffs_t *fs, struct dffs_file_t *file, uint64_t siz
 // `fs` a live handle or NULL; `file` NULL or an opened `dffs_file_t`.
 int dffs_file_sync(struct dffs_t *fs, struct dffs_file_t *file);
 
+// Makes the file's data and size durable, as `dffs_file_sync`, but an append (or an
+// overwrite that keeps the size) of whole new blocks on NAND may be committed by its last
+// data page's tag instead of a journal page: after a power cut the file then has the times of
+// its last journaled change (`fdatasync` semantics).
+//
+// # Safety
+// `fs` a live handle or NULL; `file` NULL or an opened `dffs_file_t`.
+int dffs_file_datasync(struct dffs_t *fs, struct dffs_file_t *file);
+
 // Formats the device described by `cfg` with a new, empty file system (everything on it is
 // lost). The device must not be mounted.
 //

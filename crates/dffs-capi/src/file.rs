@@ -285,3 +285,22 @@ pub unsafe extern "C" fn dffs_file_sync(fs: *mut dffs_t, file: *mut dffs_file_t)
         })
     }
 }
+
+/// Makes the file's data and size durable, as `dffs_file_sync`, but an append (or an
+/// overwrite that keeps the size) of whole new blocks on NAND may be committed by its last
+/// data page's tag instead of a journal page: after a power cut the file then has the times of
+/// its last journaled change (`fdatasync` semantics).
+///
+/// # Safety
+/// `fs` a live handle or NULL; `file` NULL or an opened `dffs_file_t`.
+#[no_mangle]
+pub unsafe extern "C" fn dffs_file_datasync(fs: *mut dffs_t, file: *mut dffs_file_t) -> c_int {
+    // SAFETY: forwarded from our caller.
+    unsafe {
+        run0(fs, |h| {
+            let file = file.as_ref().ok_or(Error::Invalid)?;
+            let fh = handle(h, file)?;
+            h.fs.fdatasync(fh)
+        })
+    }
+}

@@ -167,7 +167,16 @@ static void test_files(dffs_t *fs) {
     CHECK_EQ(dffs_file_write(fs, &f, NULL, 4), DFFS_ERR_INVAL);
     CHECK_EQ(dffs_file_write(fs, &f, NULL, 0), 0);
     CHECK_EQ(dffs_file_sync(fs, &f), 0);
+    CHECK_EQ(dffs_file_seek(fs, &f, 0, DFFS_SEEK_END), DATA_LEN);
+    CHECK_EQ(dffs_file_write(fs, &f, "tail", 4), 4);
+    CHECK_EQ(dffs_file_datasync(fs, &f), 0);
+    CHECK_EQ(dffs_file_size(fs, &f), DATA_LEN + 4);
+    CHECK_EQ(dffs_file_truncate(fs, &f, DATA_LEN), 0);
+    CHECK_EQ(dffs_file_datasync(fs, &f), 0);
+    CHECK_EQ(dffs_file_datasync(fs, NULL), DFFS_ERR_INVAL);
+    CHECK_EQ(dffs_file_datasync(NULL, &f), DFFS_ERR_INVAL);
     CHECK_EQ(dffs_file_close(fs, &f), 0);
+    CHECK_EQ(dffs_file_datasync(fs, &f), DFFS_ERR_BADF);
     /* a closed handle is refused, even once its slot is reused */
     CHECK_EQ(dffs_file_close(fs, &f), DFFS_ERR_BADF);
     CHECK_EQ(dffs_file_write(fs, &f, "x", 1), DFFS_ERR_BADF);
