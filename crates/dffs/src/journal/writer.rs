@@ -104,6 +104,10 @@ impl JournalWriter {
         prio: Priority,
     ) -> Result<Addr> {
         let len = nb.w.len() as u32;
+        // The session marker goes first (a write of any kind programs it): the checkpoint left
+        // room for it in the journal's block, not for it and this record, so whether the
+        // record needs the next block is known only after it.
+        st.program_first()?;
         if st.needs_new_block(LogKind::Journal, len) {
             self.switch_block(st, prio)?;
         }
