@@ -177,3 +177,74 @@ fn dead_nand_blocks_are_collected_without_reads() {
     let n = fs.read(fh, 0, &mut back).unwrap();
     assert_eq!(&back[..n], &kept[..]);
 }
+
+/// Listing a directory and then looking up each name (what `du` and `ls -l` do) costs at most
+/// one inode read per entry: names are in the files' inodes, which are packed several to a
+/// page (read once each while listing, in address order), and the first entries' inodes stay
+/// cached for the lookups that follow. (Each entry cost two inode page reads before.)
+#[test]
+fn a_listing_and_its_lookups_read_each_inode_once_at_most() {
+    let mut fs = fresh("nand-slc-128m", 64);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    let n = 40u32;
+    for i in 0..n {
+        let st = fs
+            .create(d, format!("file-{i}").as_bytes(), 0o644, 0, 0)
+            .unwrap();
+        let fh = fs.open(st.ino, OpenFlags::RW).unwrap();
+        fs.write(fh, 0, &vec![i as u8; 3000]).unwrap();
+        fs.close(fh).unwrap();
+    }
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    let before = fs.op_counts();
+    let mut names = Vec::new();
+    fs.readdir(d, 0, &mut |e| {
+        names.push((e.name, e.ino));
+        true
+    })
+    .unwrap();
+    assert_eq!(names.len(), n as usize);
+    for (name, ino) in &names {
+        let st = fs.lookup(d, name).unwrap();
+        assert_eq!(st.ino, *ino);
+        assert_eq!(st.size, 3000);
+        let i: u32 = std::str::from_utf8(&name[5..]).unwrap().parse().unwrap();
+        let fh = fs.open(st.ino, OpenFlags::READ).unwrap();
+        let mut b = [0u8; 10];
+        fs.read(fh, 0, &mut b).unwrap();
+        assert_eq!(b, [i as u8; 10]);
+        fs.close(fh).unwrap();
+    }
+    let c = fs.op_counts().since(&before);
+    let inode_reads = c.by_cause.reads[Cause::Inode as usize];
+    assert!(
+        inode_reads <= n as u64,
+        "{inode_reads} inode reads for {n} entries: {c:?}"
+    );
+}
+
+/// The page the store keeps from its last inode read is dropped when the device is handed out
+/// mutably: damage done to the device through `flash_mut` is seen by the next read (here an
+/// inode in the same page as one read just before gives `EIO`, not the copy in RAM).
+#[test]
+fn damage_through_flash_mut_is_read_not_the_cached_page() {
+    let mut fs = fresh("nand-slc-128m", 32);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    for name in [&b"a"[..], b"b"] {
+        let st = fs.create(d, name, 0o644, 0, 0).unwrap();
+        let fh = fs.open(st.ino, OpenFlags::RW).unwrap();
+        fs.write(fh, 0, &[7u8; 3000]).unwrap();
+        fs.close(fh).unwrap();
+    }
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    assert_eq!(fs.lookup(d, b"a").unwrap().size, 3000);
+    let reads = fs.op_counts().reads;
+    let pages = fs.params().geometry.total_pages();
+    for page in 0..pages {
+        fs.flash_mut().inject_uncorrectable(page).unwrap();
+    }
+    assert_eq!(fs.lookup(d, b"b").unwrap_err(), dffs::Error::Io);
+    assert!(fs.op_counts().reads > reads);
+}

@@ -9,6 +9,7 @@ use crate::format::attrs::{Ino, Time, ROOT_INO, S_IFDIR, S_IFLNK, S_IFMT};
 use crate::format::params::{Addr, NAME_MAX};
 use crate::fs::Fs;
 use crate::index::dir::{name_hash, name_key, Slot, PLACEHOLDER};
+use crate::index::file::inode::FileNode;
 use crate::index::inode_map::MapEntry;
 use alloc::vec::Vec;
 use dffs_flash::Flash;
@@ -140,6 +141,23 @@ impl<F: Flash> Fs<F> {
                     }));
                 }
             } else {
+                // The slot points at a committed inode: one cached clean is the same node
+                // (a listing just read it, say) and needs no read.
+                let cached = self
+                    .inodes
+                    .iter()
+                    .find(|c| !c.dirty && c.node.node_addr == Addr(s.ptr))
+                    .map(|c| (c.node.ino, c.node.name == name && c.node.parent == parent));
+                if let Some((ino, hit)) = cached {
+                    if hit {
+                        return Ok(Some(Found {
+                            slot: s,
+                            ino,
+                            is_dir: false,
+                        }));
+                    }
+                    continue;
+                }
                 let node = match self.read_inode(Addr(s.ptr), 0) {
                     Ok(n) => n,
                     Err(Error::Corrupt) | Err(Error::Io) => {
@@ -305,10 +323,24 @@ impl<F: Flash> Fs<F> {
         // the listing fails (EIO) rather than leave it out silently.
         let mut damaged = false;
         loop {
-            let (raw, next) = self
-                .dirs
-                .entries_from(&mut self.store, &mut self.map, ino, from)?;
-            // Resolve names, then order ties by inode number.
+            let (mut raw, next) =
+                self.dirs
+                    .entries_from(&mut self.store, &mut self.map, ino, from)?;
+            // Resolve names in the order of the inodes' addresses (files created together
+            // share inode pages, read once each: see `Medium::read_cached`), then order the
+            // entries by position, ties by inode number.
+            crate::sort::sort_by_key(&mut raw, |r| r.slot.ptr);
+            // The inodes of the first entries in listing order (as many as the inode cache
+            // holds) are kept in the cache: a listing is often followed by a lookup of each
+            // name in that order (`ls -l`, `du`), which then reads nothing.
+            let mut orders: Vec<u32> = raw
+                .iter()
+                .filter(|r| !r.slot.is_dir() && !r.slot.is_placeholder())
+                .map(|r| r.order)
+                .collect();
+            crate::sort::sort_by_key(&mut orders, |&o| o);
+            let keep_below = orders.get(self.cfg.inode_cache).copied();
+            let mut keep: Vec<(u32, FileNode)> = Vec::new();
             let mut ents: Vec<(u32, DirEntry)> = Vec::with_capacity(raw.len());
             for r in raw {
                 let s = r.slot;
@@ -347,7 +379,17 @@ impl<F: Flash> Fs<F> {
                     }
                 } else {
                     match self.read_inode(Addr(s.ptr), 0) {
-                        Ok(n) => (n.name.clone(), n.ino, kind_of(n.attrs.mode)),
+                        Ok(n) => {
+                            let e = (n.name.clone(), n.ino, kind_of(n.attrs.mode));
+                            // (The slot points at the committed inode; a cached one, maybe
+                            // dirty, is newer and stays.)
+                            if keep_below.is_none_or(|k| r.order < k)
+                                && !self.inodes.contains(n.ino)
+                            {
+                                keep.push((r.order, n));
+                            }
+                            e
+                        }
                         Err(Error::Corrupt) | Err(Error::Io) => {
                             damaged = true;
                             continue;
@@ -366,6 +408,11 @@ impl<F: Flash> Fs<F> {
                 ));
             }
             crate::sort::sort_by_key(&mut ents, |(o, e)| (*o, e.ino));
+            // Last in, most recent: the first entry in listing order is the last evicted.
+            crate::sort::sort_by_key(&mut keep, |(o, _)| u32::MAX - *o);
+            for (_, n) in keep {
+                self.cache_file(n, false);
+            }
             let mut i = 0;
             while i < ents.len() {
                 let order = ents[i].0;

@@ -30,7 +30,7 @@ impl<F: Flash> Store<F> {
     /// Marks a logical block bad, on flash where the device supports it, and in the table.
     pub fn retire(&mut self, b: u32) {
         let pb = self.phys(b);
-        let _ = self.medium.flash.mark_bad(pb);
+        let _ = self.medium.flash_mut().mark_bad(pb);
         if let Some(e) = self.table.entry(b) {
             e.live = 0;
             e.set_state(BlockState::Bad);
@@ -163,7 +163,7 @@ impl<F: Flash> Store<F> {
                 self.retire(spare);
                 continue;
             }
-            let _ = self.medium.flash.mark_bad(old_phys);
+            let _ = self.medium.flash_mut().mark_bad(old_phys);
             if self.block(logical).kind() == LogKind::Journal {
                 self.journal_swapped = true;
             }

@@ -170,6 +170,10 @@ pub struct Medium<F: Flash> {
     /// What the operations issued now are for (set by the store, counted in
     /// [`OpCounts::by_cause`]).
     pub cause: Cause,
+    /// NAND: the bytes of one page read by [`Medium::read_cached`], from an offset to the
+    /// page's end (physical page, offset, bytes). Any program or erase drops it, and so does
+    /// handing out the device mutably (bad-block marks, tests that damage pages).
+    cached: Option<(u32, u32, Vec<u8>)>,
 }
 
 impl<F: Flash> Medium<F> {
@@ -182,7 +186,69 @@ impl<F: Flash> Medium<F> {
             counts: OpCounts::default(),
             scrub: Vec::new(),
             cause: Cause::Other,
+            cached: None,
         }
+    }
+
+    /// The device, mutably: whatever it holds may change, so the cached page is dropped.
+    pub fn flash_mut(&mut self) -> &mut F {
+        self.cached = None;
+        &mut self.flash
+    }
+
+    /// Drops the cached page (a node read from it failed its check: the next read must come
+    /// from the device).
+    pub fn drop_cached(&mut self) {
+        self.cached = None;
+    }
+
+    /// Bytes of RAM the cached page holds.
+    pub fn cached_bytes(&self) -> usize {
+        self.cached.as_ref().map_or(0, |c| c.2.capacity())
+    }
+
+    /// NAND: reads `buf.len()` bytes at `pos`, which lie in one page, from the page cached by
+    /// the last call when it holds them; otherwise reads from `pos` to the page's end (what a
+    /// read of a node there costs anyway), keeps that, and copies the start. Small nodes
+    /// packed into one page (file inodes, journal records) are then read with one page read:
+    /// listing a directory reads each child's inode for its name, and the inodes of files
+    /// created together share pages. An uncorrectable read is `Io` and is not kept.
+    pub fn read_cached(&mut self, pos: u64, buf: &mut [u8]) -> Result<()> {
+        let ps = self.g.page_size as u64;
+        let page = (pos / ps) as u32;
+        let off = (pos % ps) as u32;
+        if self.g.kind != FlashKind::Nand || off as u64 + buf.len() as u64 > ps {
+            return self.read(pos, buf);
+        }
+        if let Some((p, o, bytes)) = &self.cached {
+            if *p == page && *o <= off && (off - *o) as usize + buf.len() <= bytes.len() {
+                let at = (off - *o) as usize;
+                buf.copy_from_slice(&bytes[at..at + buf.len()]);
+                return Ok(());
+            }
+        }
+        let mut bytes = match self.cached.take() {
+            Some((_, _, mut v)) => {
+                v.clear();
+                v
+            }
+            None => Vec::new(),
+        };
+        bytes.resize((ps - off as u64) as usize, 0);
+        self.count_read();
+        let st = self
+            .flash
+            .read(page, off, &mut bytes, &mut [])
+            .map_err(Error::from)?;
+        if st == EccStatus::Uncorrectable {
+            // Maybe past the bytes asked for (the torn or damaged end of a page): they are
+            // read alone, as without the cache, with the retries of every read.
+            return self.read(pos, buf);
+        }
+        self.note_status(page, st);
+        buf.copy_from_slice(&bytes[..buf.len()]);
+        self.cached = Some((page, off, bytes));
+        Ok(())
     }
 
     /// Counts a read that a retry got right after a check above the ECC failed (a bit error
@@ -312,6 +378,7 @@ impl<F: Flash> Medium<F> {
         match self.g.kind {
             FlashKind::Nand => {
                 self.count_program();
+                self.cached = None;
                 self.flash
                     .program((pos / ps) as u32, (pos % ps) as u32, data, oob)
             }
@@ -334,6 +401,7 @@ impl<F: Flash> Medium<F> {
     /// Erases a block.
     pub fn erase(&mut self, block: u32) -> core::result::Result<(), FlashError> {
         self.count_erase();
+        self.cached = None;
         self.scrub.retain(|&b| b != block);
         self.flash.erase(block)
     }

@@ -197,7 +197,10 @@ impl<F: Flash> Store<F> {
 
     /// RAM held by the store (block table, heads' buffers).
     pub fn ram_bytes(&self) -> usize {
-        self.table.ram_bytes() + self.remaps.capacity() * 8 + self.heads.ram_bytes()
+        self.table.ram_bytes()
+            + self.remaps.capacity() * 8
+            + self.heads.ram_bytes()
+            + self.medium.cached_bytes()
     }
 
     /// Physical block of a logical block.
@@ -370,7 +373,7 @@ impl<F: Flash> Store<F> {
 
     /// The device, mutably (for inspection: simulated time, counters).
     pub fn flash_mut(&mut self) -> &mut F {
-        &mut self.medium.flash
+        self.medium.flash_mut()
     }
 
     /// Gives the device back.
@@ -626,6 +629,6 @@ impl<F: Flash> Store<F> {
     /// Whether the device marks block `b` bad (format).
     pub fn device_says_bad(&mut self, b: u32) -> Result<bool> {
         let pb = self.phys(b);
-        self.medium.flash.is_bad(pb).map_err(Error::from)
+        self.medium.flash_mut().is_bad(pb).map_err(Error::from)
     }
 }

@@ -34,6 +34,20 @@ impl<F: Flash> Store<F> {
         false
     }
 
+    /// The first read of a node at `pos` (in one NAND page): from a head's buffer, or through
+    /// the medium's page cache (NAND), so nodes packed into one page cost one page read.
+    fn read_node_start(&mut self, pos: u64, buf: &mut [u8]) -> Result<()> {
+        if self.read_from_buffers(pos, buf) {
+            return Ok(());
+        }
+        let ps = self.p.geometry.page_size as u64;
+        if self.p.geometry.kind != FlashKind::Nand || pos % ps + buf.len() as u64 > ps {
+            return self.read_inner(pos, buf);
+        }
+        let pp = self.phys_pos(pos);
+        self.medium.read_cached(pp, buf)
+    }
+
     /// Reads `buf.len()` bytes at logical byte offset `pos`; uncorrectable data is `Io`.
     /// (Counted as [`Cause::Other`] unless a phase says otherwise: callers that know what they
     /// read use the typed reads below.)
@@ -186,10 +200,16 @@ impl<F: Flash> Store<F> {
             FlashKind::Nor => max_len.min(256),
         };
         let mut err = Error::Corrupt;
+        let mut retry = false;
         self.medium.cause = self.read_cause(node_cause(typ));
         for _ in 0..=READ_RETRIES {
             let mut buf = vec![0u8; first as usize];
-            match self.read_inner(pos, &mut buf) {
+            // A retry reads the device again, not the page the failed attempt cached.
+            if retry {
+                self.medium.drop_cached();
+            }
+            retry = true;
+            match self.read_node_start(pos, &mut buf) {
                 Ok(()) => {}
                 Err(Error::Io) => {
                     err = Error::Io;
