@@ -277,13 +277,7 @@ pub unsafe extern "C" fn dffs_file_truncate(
 #[no_mangle]
 pub unsafe extern "C" fn dffs_file_sync(fs: *mut dffs_t, file: *mut dffs_file_t) -> c_int {
     // SAFETY: forwarded from our caller.
-    unsafe {
-        run0(fs, |h| {
-            let file = file.as_ref().ok_or(Error::Invalid)?;
-            let fh = handle(h, file)?;
-            h.fs.fsync(fh)
-        })
-    }
+    unsafe { sync_file(fs, file, false) }
 }
 
 /// Makes the file's data and size durable, as `dffs_file_sync`, but an append (or an
@@ -296,11 +290,24 @@ pub unsafe extern "C" fn dffs_file_sync(fs: *mut dffs_t, file: *mut dffs_file_t)
 #[no_mangle]
 pub unsafe extern "C" fn dffs_file_datasync(fs: *mut dffs_t, file: *mut dffs_file_t) -> c_int {
     // SAFETY: forwarded from our caller.
+    unsafe { sync_file(fs, file, true) }
+}
+
+/// The body of `dffs_file_sync` (`data_only` false) and `dffs_file_datasync`.
+///
+/// # Safety
+/// As theirs.
+unsafe fn sync_file(fs: *mut dffs_t, file: *mut dffs_file_t, data_only: bool) -> c_int {
+    // SAFETY: forwarded from our caller.
     unsafe {
         run0(fs, |h| {
             let file = file.as_ref().ok_or(Error::Invalid)?;
             let fh = handle(h, file)?;
-            h.fs.fdatasync(fh)
+            if data_only {
+                h.fs.fdatasync(fh)
+            } else {
+                h.fs.fsync(fh)
+            }
         })
     }
 }

@@ -411,7 +411,10 @@ impl<F: Flash> Fs<F> {
             // Last in, most recent: the first entry in listing order is the last evicted.
             crate::sort::sort_by_key(&mut keep, |(o, _)| u32::MAX - *o);
             for (_, n) in keep {
-                self.cache_file(n, false);
+                // (Resolving placeholders may have cached the file meanwhile: that copy stays.)
+                if !self.inodes.contains(n.ino) {
+                    self.cache_file(n, false);
+                }
             }
             let mut i = 0;
             while i < ents.len() {

@@ -160,7 +160,7 @@ const SCRUB_MAX: usize = 32;
 /// The device plus counters.
 pub struct Medium<F: Flash> {
     /// The device.
-    pub flash: F,
+    flash: F,
     /// Its geometry (cached).
     pub g: Geometry,
     /// Operations issued so far.
@@ -188,6 +188,16 @@ impl<F: Flash> Medium<F> {
             cause: Cause::Other,
             cached: None,
         }
+    }
+
+    /// The device (private, so that no change to it can bypass the cached page).
+    pub fn flash(&self) -> &F {
+        &self.flash
+    }
+
+    /// Gives the device back.
+    pub fn into_flash(self) -> F {
+        self.flash
     }
 
     /// The device, mutably: whatever it holds may change, so the cached page is dropped.

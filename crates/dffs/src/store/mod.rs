@@ -368,7 +368,7 @@ impl<F: Flash> Store<F> {
 
     /// The device.
     pub fn flash(&self) -> &F {
-        &self.medium.flash
+        self.medium.flash()
     }
 
     /// The device, mutably (for inspection: simulated time, counters).
@@ -378,7 +378,7 @@ impl<F: Flash> Store<F> {
 
     /// Gives the device back.
     pub fn into_flash(self) -> F {
-        self.medium.flash
+        self.medium.into_flash()
     }
 
     /// The oldest block (logical) on the scrub list, left there.
