@@ -396,8 +396,11 @@ pub fn write<F: Flash>(
     // a failed start of a block retires it and starts in a free block of the anchor area.
     // Each retry takes the next checkpoint number: the failed attempt may have left a valid
     // first copy behind (naming the old anchor pair), and a mount must find the retry newer.
+    // A write that fails leaves the store's number past every number tried, so that a copy
+    // left by a failed attempt is never as new as a later checkpoint.
     let attempts = cp.cp_number..cp.cp_number + ANCHOR_AREA as u64 + 2;
     for number in attempts {
+        st.set_cp_number(number + 1);
         if write_at(st, cp, number, anchor, slot)? {
             st.set_cp_number(number);
             return Ok(AnchorPos {
@@ -422,13 +425,21 @@ fn replace_anchor<F: Flash>(st: &mut Store<F>, anchor: usize) -> Result<()> {
     let old = st.p().anchors[anchor];
     // Never a block whose data was swapped to another physical block: mount reads the anchor
     // area before it knows the swaps, so a checkpoint there would not be found.
-    let new = (0..area)
-        .find(|&b| {
-            !st.p().anchors.contains(&b)
-                && st.phys(b) == b
-                && matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
-        })
-        .ok_or(Error::Io)?;
+    let new = (0..area).find(|&b| {
+        !st.p().anchors.contains(&b)
+            && st.phys(b) == b
+            && matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
+    });
+    let Some(new) = new else {
+        // No spare: the previous checkpoint stays the valid one and the failed anchor stays
+        // in place to be tried again. While the area holds blocks that collection can empty
+        // (`Fs::anchor_spare_victim`), that is a lack of room (ENOSPC) until it has; with
+        // every other block of the area bad or swapped out, the area is worn out (EIO).
+        let can_empty = (0..area).any(|b| {
+            st.phys(b) == b && !matches!(st.block(b).state(), BlockState::Bad | BlockState::Anchor)
+        });
+        return Err(if can_empty { Error::NoSpace } else { Error::Io });
+    };
     st.retire(old);
     let mut p = st.p();
     p.anchors[anchor] = new;

@@ -252,7 +252,15 @@ impl<F: Flash> Fs<F> {
             remaps: self.store.remaps().to_vec(),
             orphans,
         };
-        self.cp.anchor = checkpoint::write(&mut self.store, &cp, Some(self.cp.anchor))?;
+        self.cp.anchor = match checkpoint::write(&mut self.store, &cp, Some(self.cp.anchor)) {
+            Ok(pos) => pos,
+            Err(e) => {
+                // The anchor holding the last checkpoint may have a failed copy after it: the
+                // next attempt starts the other anchor (which never holds the last one).
+                self.cp.anchor.may_append = false;
+                return Err(e);
+            }
+        };
         // Recovery scans the user-data head from where this checkpoint leaves it.
         self.store
             .set_scanned_block(heads[p.head_of(LogKind::DataHot)].0);

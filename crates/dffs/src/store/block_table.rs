@@ -12,6 +12,11 @@ use crate::error::{Error, Result};
 use crate::format::codec::{Reader, Writer};
 use crate::format::params::{LogKind, ANCHOR_AREA};
 
+/// Free blocks of the anchor area kept for anchors that fail: two, so that both anchors can
+/// fail in a row (the second before collection has made a new spare) and a checkpoint is
+/// still written.
+pub const ANCHOR_SPARES: u32 = 2;
+
 /// What an erase block is used for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -252,16 +257,17 @@ impl BlockTable {
     /// that is likely to stay put (`want_old`).
     pub fn pick_free(&self, want_old: bool, can_anchor: impl Fn(u32) -> bool) -> Option<u32> {
         let free = |e: &BlockInfo| matches!(e.state(), BlockState::Free | BlockState::Erased);
-        // The last free block of the anchor area that can be an anchor (`can_anchor`: not
-        // remapped) is taken only when no other is free: a failing anchor is replaced by such
-        // a block, and with none the file system could not write a checkpoint again.
+        // The last `ANCHOR_SPARES` free blocks of the anchor area that can be anchors
+        // (`can_anchor`: not remapped) are taken only when no other is free: a failing anchor
+        // is replaced by such a block, and with none the file system could not write a
+        // checkpoint again.
         let area = (ANCHOR_AREA as usize).min(self.blocks.len());
         let spare_only = self.blocks[..area]
             .iter()
             .enumerate()
             .filter(|&(i, e)| free(e) && can_anchor(i as u32))
             .count()
-            <= 1;
+            <= ANCHOR_SPARES as usize;
         let pick = |skip_area: bool| {
             let mut best: Option<(u32, u32)> = None;
             for (i, e) in self.blocks.iter().enumerate() {

@@ -19,7 +19,7 @@ mod write;
 use alloc::vec::Vec;
 
 pub(crate) use bad_blocks::Remap;
-pub(crate) use block_table::{BlockInfo, BlockState, BlockTable};
+pub(crate) use block_table::{BlockInfo, BlockState, BlockTable, ANCHOR_SPARES};
 pub(crate) use heads::{Head, Heads};
 use medium::Medium;
 pub use medium::{Cause, CauseCounts, OpCounts};

@@ -106,7 +106,11 @@ impl<F: Flash> Fs<F> {
             + self.store.p().head_count() as u32
             + 2
             + (self.store.p().geometry.blocks / 32).max(4);
-        if self.store.free_blocks() > low && self.gc.victim.is_none() && !self.wl_due() {
+        if self.store.free_blocks() > low
+            && self.gc.victim.is_none()
+            && !self.wl_due()
+            && self.anchor_spare_victim().is_none()
+        {
             return Ok(());
         }
         if self.gc.victim.is_none() && !self.pick_victim(false) {

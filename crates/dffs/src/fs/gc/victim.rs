@@ -3,9 +3,9 @@
 //!
 //! It must never move or erase anything; it only picks.
 
-use crate::format::params::LogKind;
+use crate::format::params::{LogKind, ANCHOR_AREA};
 use crate::fs::Fs;
-use crate::store::BlockState;
+use crate::store::{BlockState, ANCHOR_SPARES};
 use dffs_flash::Flash;
 
 /// Erase-count spread that triggers static wear leveling: a twentieth of the mean erase count
@@ -243,6 +243,41 @@ impl<F: Flash> Fs<F> {
         })
     }
 
+    /// A used block of the anchor area to move out, when the area holds fewer than
+    /// [`ANCHOR_SPARES`] free blocks that could replace a failing anchor (blocks not swapped
+    /// to another physical block): the one with the least live data, if its copies have room
+    /// now. Without a spare, an anchor whose erase or program fails cannot be replaced, and no
+    /// checkpoint can be written (ENOSPC) until a collected block is released, which takes a
+    /// checkpoint: so the spares are made before they are all gone.
+    pub(crate) fn anchor_spare_victim(&self) -> Option<u32> {
+        let area = ANCHOR_AREA.min(self.store.block_count());
+        let mut spares = 0;
+        let mut best: Option<(u32, u32)> = None;
+        for b in 0..area {
+            if self.store.phys(b) != b {
+                continue;
+            }
+            let e = self.store.block(b);
+            match e.state() {
+                // (A collected block is a spare from the next checkpoint on.)
+                BlockState::Free | BlockState::Erased | BlockState::PendingErase => spares += 1,
+                BlockState::Used
+                    if e.kind() != LogKind::Journal
+                        && !self.is_kept(b)
+                        && best.is_none_or(|(_, live)| e.live < live) =>
+                {
+                    best = Some((b, e.live));
+                }
+                _ => {}
+            }
+        }
+        if spares >= ANCHOR_SPARES {
+            return None;
+        }
+        best.filter(|&(_, live)| live == 0 || self.copy_room())
+            .map(|(b, _)| b)
+    }
+
     /// Makes `b` the victim.
     fn start_victim(&mut self, b: u32) {
         self.gc.kept.retain(|&(k, _)| k != b);
@@ -254,8 +289,22 @@ impl<F: Flash> Fs<F> {
         self.gc.stretch = false;
     }
 
-    /// Chooses the next victim (scrub, wear leveling, then cost-benefit). False if none.
+    /// Chooses the next victim (scrub, a spare for the anchors, wear leveling, then
+    /// cost-benefit). False if none.
     pub(crate) fn pick_victim(&mut self, urgent: bool) -> bool {
+        // Room needed now: a block with nothing live gives a whole block back for no copy (on
+        // NAND, no read either), so it goes before scrubbing and the anchors' spares, which
+        // may take a collection's tries without giving room back (a scrubbed metadata block
+        // waits for a checkpoint; ENOSPC at 18.6% in the fault model).
+        if urgent {
+            if let Some((b, stretch)) = self.best_victim_how(true) {
+                if self.store.block(b).live == 0 {
+                    self.start_victim(b);
+                    self.gc.stretch = stretch;
+                    return true;
+                }
+            }
+        }
         while let Some(b) = self.store.peek_scrub_candidate() {
             // Scrubbing copies the block's live data: without room for the copies it waits on
             // the list, and collection that gives space back goes first (it used to take both
@@ -291,6 +340,10 @@ impl<F: Flash> Fs<F> {
                     return true;
                 }
             }
+        }
+        if let Some(b) = self.anchor_spare_victim() {
+            self.start_victim(b);
+            return true;
         }
         if !urgent && self.wl_due() {
             if let Some(b) = self.wl_candidate() {
