@@ -676,3 +676,41 @@ fn a_file_read_twice_is_read_from_flash_at_most_once() {
     );
     bg.unmount().unwrap();
 }
+
+/// `st_blksize` is at least a kernel page, and a file written through a buffered writer in
+/// chunks of it is read back from the kernel's page cache, not from flash. (It was the 2 KiB
+/// data block of the image: stdio wrote in 2 KiB chunks, every page-cache page was left half
+/// written and not kept, and Postmark read 84 of its 123 MB back from flash.)
+#[test]
+fn a_file_written_in_chunks_of_st_blksize_is_read_back_from_the_page_cache() {
+    let Some(p) = place("a_file_written_in_chunks_of_st_blksize_is_read_back_from_the_page_cache")
+    else {
+        return;
+    };
+    let bg = mount(&p, &rw());
+    let path = p.mnt.join("f");
+    fs::write(&path, b"").unwrap();
+    let blksize = fs::metadata(&path).unwrap().blksize() as usize;
+    assert!(blksize >= 4096, "st_blksize {blksize}");
+    assert_eq!(
+        blksize % 2048,
+        0,
+        "st_blksize {blksize} is whole flash pages"
+    );
+    // What stdio does: the data in chunks of st_blksize, each its own write().
+    let data = content(11, 40 * blksize);
+    let mut f = OpenOptions::new().write(true).open(&path).unwrap();
+    for chunk in data.chunks(blksize) {
+        f.write_all(chunk).unwrap();
+    }
+    drop(f);
+    let before = bg.stats().reads;
+    assert_eq!(fs::read(&path).unwrap(), data);
+    let reads = bg.stats().reads - before;
+    assert!(
+        reads <= 2,
+        "{reads} flash reads to read back {} bytes just written",
+        data.len()
+    );
+    bg.unmount().unwrap();
+}

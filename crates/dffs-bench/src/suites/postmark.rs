@@ -78,9 +78,9 @@ fn params(s: Scale) -> Params {
 
 /// Suite `postmark-sync`: Postmark 1.51 as issue 17 runs it on a `--sync` mount (`set
 /// subdirectories 100`, `set number 600`, `set size 131072`, `set transactions 2000`: every
-/// file 128 KiB, written in 2 KiB pieces, each transaction a whole-file read with even odds
-/// and a create or delete), on `nand-slc-128m`, through the library with files opened
-/// `O_SYNC`.
+/// file 128 KiB, written in 4 KiB pieces (Postmark writes through stdio, in chunks of the
+/// mount's `st_blksize`, a kernel page), each transaction a whole-file read with even odds and
+/// a create or delete), on `nand-slc-128m`, through the library with files opened `O_SYNC`.
 fn sync_params(s: Scale) -> Params {
     let (part, dirs, files, transactions) = match s {
         Scale::Tiny => (Some(4 << 20), 4, 10, 16),
@@ -93,7 +93,7 @@ fn sync_params(s: Scale) -> Params {
         files,
         size: 128 << 10,
         transactions,
-        io: 2048,
+        io: 4096,
         osync: true,
         reads: true,
     }
