@@ -90,7 +90,7 @@ pub enum Suite {
     Nor,
     /// Postmark with O_SYNC (seed 003).
     Postmark,
-    /// Postmark 1.51 as on a `--sync` mount of `nand-slc-128m`: files opened O_SYNC, 2 KiB
+    /// Postmark 1.51 as on a `--sync` mount of `nand-slc-128m`: files opened O_SYNC, 4 KiB
     /// writes, whole-file reads (issue 17).
     PostmarkSync,
     /// Filebench create, copy, create/delete (seed 003).

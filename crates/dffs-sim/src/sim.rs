@@ -452,6 +452,36 @@ impl SimFlash {
         self.injected.get(&page).map_or(0, Vec::len)
     }
 
+    /// NAND: makes the ECC codeword of `page` that holds data byte `byte` uncorrectable (one
+    /// more flipped bit than the ECC strength, until the block is erased): a read of the page
+    /// that covers that byte fails, one that stays in other codewords reads right. (The end
+    /// of a page damaged past the node a read wants.)
+    pub fn inject_uncorrectable_at(&mut self, page: u32, byte: u32) -> Result<(), FlashError> {
+        if page >= self.geo.total_pages()
+            || byte >= self.geo.page_size
+            || self.geo.kind != FlashKind::Nand
+        {
+            return Err(FlashError::OutOfRange);
+        }
+        let step = self.ecc_step();
+        let start = byte as usize / step * step;
+        let bits = (step * 8) as u64;
+        let n = self.geo.ecc_strength + 1;
+        let list = self.injected.entry(page).or_default();
+        let mut added = 0;
+        let mut tries = 0u64;
+        while added < n && tries < bits * 64 {
+            tries += 1;
+            let pos = (start * 8) as u32 + self.rng.below(bits) as u32;
+            if !list.contains(&pos) {
+                list.push(pos);
+                added += 1;
+            }
+        }
+        list.sort_unstable();
+        Ok(())
+    }
+
     /// Makes every read of `page` uncorrectable (NAND: one more flipped bit than the ECC
     /// strength in every codeword) until its block is erased. NOR has no ECC: one bit flips
     /// silently.

@@ -248,3 +248,47 @@ fn damage_through_flash_mut_is_read_not_the_cached_page() {
     assert_eq!(fs.lookup(d, b"b").unwrap_err(), dffs::Error::Io);
     assert!(fs.op_counts().reads > reads);
 }
+
+/// A node whose page has an uncorrectable ECC codeword past the node (the damaged end of the
+/// page, or another node's bytes) is still read: a node read reaches the page's end, and when
+/// that fails the next try reads the header alone and then the node's own bytes. The failed
+/// read counts as a failed try, as a retry's would: uncorrectable, then recovered, and the
+/// block a scrub candidate. (Before, the inode gave EIO for ever, and the page kept for the
+/// next small node counted nothing when its read failed and the node's alone did not.)
+#[test]
+fn a_node_is_read_past_an_uncorrectable_codeword_of_its_page() {
+    let mut fs = fresh("nand-slc-128m", 32);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    for name in [&b"a"[..], b"b"] {
+        let st = fs.create(d, name, 0o644, 0, 0).unwrap();
+        let fh = fs.open(st.ino, OpenFlags::RW).unwrap();
+        fs.write(fh, 0, &[5u8; 100]).unwrap();
+        fs.close(fh).unwrap();
+    }
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    let g = fs.params().geometry;
+    let inode_blocks: Vec<u32> = (0..g.blocks)
+        .filter(|&b| fs.debug_block(b).contains("/Inode "))
+        .collect();
+    assert!(!inode_blocks.is_empty());
+    // The last ECC codeword of every page of the inode blocks: far past two small inodes.
+    for &b in &inode_blocks {
+        for p in 0..g.pages_per_block {
+            fs.flash_mut()
+                .inject_uncorrectable_at(b * g.pages_per_block + p, g.page_size - 1)
+                .unwrap();
+        }
+    }
+    let before = fs.op_counts();
+    let st = fs.lookup(d, b"a").unwrap();
+    assert_eq!(st.size, 100);
+    let c = fs.op_counts().since(&before);
+    assert!(c.uncorrectable >= 1, "{c:?}");
+    assert!(c.recovered >= 1, "{c:?}");
+    let fh = fs.open(st.ino, OpenFlags::READ).unwrap();
+    let mut buf = [0u8; 200];
+    assert_eq!(fs.read(fh, 0, &mut buf).unwrap(), 100);
+    assert_eq!(&buf[..100], &[5u8; 100][..]);
+    fs.close(fh).unwrap();
+}

@@ -252,8 +252,20 @@ impl<F: Flash> Medium<F> {
             .map_err(Error::from)?;
         if st == EccStatus::Uncorrectable {
             // Maybe past the bytes asked for (the torn or damaged end of a page): they are
-            // read alone, as without the cache, with the retries of every read.
-            return self.read(pos, buf);
+            // read alone, as without the cache, with the retries of every read. The failed
+            // read counts as a failed try of that read: uncorrectable, and the block a scrub
+            // candidate when the bytes then read right (a retry that succeeds makes it one).
+            self.note_status(page, st);
+            let failed_before = self.counts.uncorrectable;
+            let r = self.read(pos, buf);
+            if r.is_ok() {
+                // (A fallback that needed retries of its own counted itself.)
+                if self.counts.uncorrectable == failed_before {
+                    self.counts.recovered += 1;
+                }
+                self.scrub_candidate(self.g.block_of(page));
+            }
+            return r;
         }
         self.note_status(page, st);
         buf.copy_from_slice(&bytes[..buf.len()]);

@@ -201,9 +201,10 @@ impl<F: Flash> Store<F> {
         };
         let mut err = Error::Corrupt;
         let mut retry = false;
+        let mut span = first;
         self.medium.cause = self.read_cause(node_cause(typ));
         for _ in 0..=READ_RETRIES {
-            let mut buf = vec![0u8; first as usize];
+            let mut buf = vec![0u8; span as usize];
             // A retry reads the device again, not the page the failed attempt cached.
             if retry {
                 self.medium.drop_cached();
@@ -213,6 +214,10 @@ impl<F: Flash> Store<F> {
                 Ok(()) => {}
                 Err(Error::Io) => {
                     err = Error::Io;
+                    // The ECC may have failed past the node (a damaged end of the page, or
+                    // another node's codeword): the next try reads the header alone, then
+                    // the node's own bytes.
+                    span = NODE_HEADER;
                     continue;
                 }
                 Err(e) => return Err(e),
