@@ -246,9 +246,9 @@ impl<F: Flash> Fs<F> {
     /// A used block of the anchor area to move out, when the area holds fewer than
     /// [`ANCHOR_SPARES`] free blocks that could replace a failing anchor (blocks not swapped
     /// to another physical block): the one with the least live data, if its copies have room
-    /// now. Without a spare, an anchor whose erase or program fails cannot be replaced, and no
-    /// checkpoint can be written (ENOSPC) until a collected block is released, which takes a
-    /// checkpoint: so the spares are made before they are all gone.
+    /// now outside the area. Without a spare, an anchor whose erase or program fails cannot
+    /// be replaced, and no checkpoint can be written (ENOSPC) until a collected block is
+    /// released, which takes a checkpoint: so the spares are made before they are all gone.
     pub(crate) fn anchor_spare_victim(&self) -> Option<u32> {
         let area = ANCHOR_AREA.min(self.store.block_count());
         let mut spares = 0;
@@ -274,8 +274,18 @@ impl<F: Flash> Fs<F> {
         if spares >= ANCHOR_SPARES {
             return None;
         }
-        best.filter(|&(_, live)| live == 0 || self.copy_room())
-            .map(|(b, _)| b)
+        // Live data moves out only when a block outside the area can take it: copied into
+        // the area's own free blocks it would empty one block by filling another, again and
+        // again on a nearly full device.
+        let (b, live) = best?;
+        if live == 0 {
+            return Some(b);
+        }
+        let outside_free = self.store.blocks().any(|(i, e)| {
+            (i >= area || self.store.phys(i) != i)
+                && matches!(e.state(), BlockState::Free | BlockState::Erased)
+        });
+        (outside_free && self.copy_room()).then_some(b)
     }
 
     /// Makes `b` the victim.
