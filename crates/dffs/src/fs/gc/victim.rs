@@ -302,19 +302,6 @@ impl<F: Flash> Fs<F> {
     /// Chooses the next victim (scrub, a spare for the anchors, wear leveling, then
     /// cost-benefit). False if none.
     pub(crate) fn pick_victim(&mut self, urgent: bool) -> bool {
-        // Room needed now: a block with nothing live gives a whole block back for no copy (on
-        // NAND, no read either), so it goes before scrubbing and the anchors' spares, which
-        // may take a collection's tries without giving room back (a scrubbed metadata block
-        // waits for a checkpoint; ENOSPC at 18.6% in the fault model).
-        if urgent {
-            if let Some((b, stretch)) = self.best_victim_how(true) {
-                if self.store.block(b).live == 0 {
-                    self.start_victim(b);
-                    self.gc.stretch = stretch;
-                    return true;
-                }
-            }
-        }
         while let Some(b) = self.store.peek_scrub_candidate() {
             // Scrubbing copies the block's live data: without room for the copies it waits on
             // the list, and collection that gives space back goes first (it used to take both
