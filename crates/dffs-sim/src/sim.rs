@@ -428,21 +428,9 @@ impl SimFlash {
         if words.iter().any(|&(_, len)| nbits as usize > len * 8) {
             return Err(FlashError::OutOfRange);
         }
-        let list = self.injected.entry(page).or_default();
         for (start, len) in words {
-            let mut added = 0;
-            let bits = (len * 8) as u64;
-            let mut tries = 0u64;
-            while added < nbits && tries < bits * 64 {
-                tries += 1;
-                let pos = (start * 8) as u32 + self.rng.below(bits) as u32;
-                if !list.contains(&pos) {
-                    list.push(pos);
-                    added += 1;
-                }
-            }
+            self.flip_bits_in_codeword(page, start, len, nbits);
         }
-        list.sort_unstable();
         Ok(())
     }
 
@@ -465,20 +453,8 @@ impl SimFlash {
         }
         let step = self.ecc_step();
         let start = byte as usize / step * step;
-        let bits = (step * 8) as u64;
         let n = self.geo.ecc_strength + 1;
-        let list = self.injected.entry(page).or_default();
-        let mut added = 0;
-        let mut tries = 0u64;
-        while added < n && tries < bits * 64 {
-            tries += 1;
-            let pos = (start * 8) as u32 + self.rng.below(bits) as u32;
-            if !list.contains(&pos) {
-                list.push(pos);
-                added += 1;
-            }
-        }
-        list.sort_unstable();
+        self.flip_bits_in_codeword(page, start, step, n);
         Ok(())
     }
 
@@ -524,6 +500,24 @@ impl SimFlash {
     }
 
     // ----- internals --------------------------------------------------------------------------
+
+    /// Adds `n` persistent flipped bits at distinct random positions of the codeword of
+    /// `page` that spans bytes `start..start + len` (fewer if the codeword has no room left).
+    fn flip_bits_in_codeword(&mut self, page: u32, start: usize, len: usize, n: u32) {
+        let list = self.injected.entry(page).or_default();
+        let bits = (len * 8) as u64;
+        let mut added = 0;
+        let mut tries = 0u64;
+        while added < n && tries < bits * 64 {
+            tries += 1;
+            let pos = (start * 8) as u32 + self.rng.below(bits) as u32;
+            if !list.contains(&pos) {
+                list.push(pos);
+                added += 1;
+            }
+        }
+        list.sort_unstable();
+    }
 
     fn check_block(&self, block: u32) -> Result<(), FlashError> {
         if block >= self.geo.blocks {

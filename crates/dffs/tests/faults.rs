@@ -304,6 +304,25 @@ fn anchor_blocks_that_go_bad_are_replaced() {
     }
 }
 
+/// Writes 12,000-byte files `f0`, `f1`, … until the device says ENOSPC (the file that did not
+/// fit is removed) and returns the inode and content of each file written.
+fn fill_to_nospace(fs: &mut Fs<SimFlash>) -> Vec<(Ino, Vec<u8>)> {
+    let mut files = Vec::new();
+    for i in 0u32.. {
+        let data = content(700 + i, 12_000);
+        let name = format!("f{i}");
+        match try_write_file(fs, &name, &data) {
+            Ok(ino) => files.push((ino, data)),
+            Err(Error::NoSpace) => {
+                let _ = fs.unlink(ROOT_INO, name.as_bytes());
+                break;
+            }
+            Err(e) => panic!("{name}: {e:?}"),
+        }
+    }
+    files
+}
+
 /// An anchor that fails on a device whose blocks are mostly in use is still replaced: the
 /// allocator keeps free blocks in the anchor area for it. (Once every block of the area held
 /// data, a failing anchor made every later checkpoint, and so every write, fail with EIO.)
@@ -314,19 +333,7 @@ fn anchors_fail_on_a_full_device() {
         // Fill the device until it says ENOSPC, then free room for the writes below and for the
         // blocks the failures retire:
         // every block of the anchor area that the allocator may hand out is then in use.
-        let mut files = Vec::new();
-        for i in 0u32.. {
-            let data = content(700 + i, 12_000);
-            let name = format!("f{i}");
-            match try_write_file(&mut fs, &name, &data) {
-                Ok(ino) => files.push((ino, data)),
-                Err(Error::NoSpace) => {
-                    let _ = fs.unlink(ROOT_INO, name.as_bytes());
-                    break;
-                }
-                Err(e) => panic!("{name}: {e:?}"),
-            }
-        }
+        let mut files = fill_to_nospace(&mut fs);
         for n in 0..24 {
             fs.unlink(ROOT_INO, format!("f{n}").as_bytes()).unwrap();
         }
@@ -367,19 +374,7 @@ fn anchors_fail_on_a_full_device() {
 #[test]
 fn both_anchors_fail_in_a_row_twice_on_a_full_device() {
     let mut fs = Fs::mount(device(24, SimOptions::seeded(5)), Config::default()).unwrap();
-    let mut files = Vec::new();
-    for i in 0u32.. {
-        let data = content(700 + i, 12_000);
-        let name = format!("f{i}");
-        match try_write_file(&mut fs, &name, &data) {
-            Ok(ino) => files.push((ino, data)),
-            Err(Error::NoSpace) => {
-                let _ = fs.unlink(ROOT_INO, name.as_bytes());
-                break;
-            }
-            Err(e) => panic!("{name}: {e:?}"),
-        }
-    }
+    let mut files = fill_to_nospace(&mut fs);
     // Room for the writes below and for the four blocks the failures retire.
     for n in 0..60 {
         fs.unlink(ROOT_INO, format!("f{n}").as_bytes()).unwrap();
