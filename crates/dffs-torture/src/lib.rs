@@ -291,7 +291,6 @@ struct Exec {
     commits: u64,
     nospace: u64,
     log_n: u64,
-    log_archives: Vec<u64>,
     max_file: u64,
     compressible: bool,
     /// Least fill at an ENOSPC so far.
@@ -300,16 +299,21 @@ struct Exec {
     txn_pre: Option<Model>,
 }
 
+/// The numbers of the log workload's archives (`/log/archive.N`) in `model`, oldest first.
+fn archives_in(model: &Model) -> Vec<u64> {
+    let mut v: Vec<u64> = model
+        .nodes
+        .keys()
+        .filter_map(|k| k.strip_prefix("/log/archive.")?.parse().ok())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
 impl Exec {
     /// A session running the workload on `fs`, which holds `model`.
     fn new(fs: Fs<SimFlash>, model: Model, rng: Rng, opts: &Options) -> Exec {
-        // The log workload's archives, as the tree has them.
-        let mut log_archives: Vec<u64> = model
-            .nodes
-            .keys()
-            .filter_map(|k| k.strip_prefix("/log/archive.")?.parse().ok())
-            .collect();
-        log_archives.sort_unstable();
+        let log_archives = archives_in(&model);
         let dev_bytes = opts.preset.geometry.capacity();
         Exec {
             fs: Some(fs),
@@ -321,7 +325,6 @@ impl Exec {
             commits: 0,
             nospace: 0,
             log_n: log_archives.last().map_or(0, |n| n + 1),
-            log_archives,
             max_file: (dev_bytes / 16).clamp(4096, 256 * 1024),
             compressible: opts.compression != dffs::format::compress::NONE,
             fill_min: None,
@@ -854,8 +857,11 @@ impl Exec {
             let name = format!("archive.{n}");
             let mut steps: Vec<Result<(), Error>> = Vec::new();
             steps.push(self.fs().rename(lino, b"current", lino, name.as_bytes()));
-            let oldest = if self.log_archives.len() >= 2 {
-                Some(self.log_archives.remove(0))
+            // The archives as the tree has them now (the mixed workload's renames and
+            // unlinks may have taken one away since it was written).
+            let archives = archives_in(&self.model);
+            let oldest = if archives.len() >= 2 {
+                Some(archives[0])
             } else {
                 None
             };
@@ -879,7 +885,6 @@ impl Exec {
             self.model = after.clone();
             match self.fs().commit_transaction() {
                 Ok(()) => {
-                    self.log_archives.push(n);
                     self.committed();
                     self.durable();
                     return Ok(());
@@ -1520,6 +1525,10 @@ fn chain(
             None => return Err(format!("cut {}: no file system mounted", rep.cuts)),
         }
         let mut cands: Option<Vec<Model>> = None;
+        let writes_before = ex.fs.as_ref().map(|fs| {
+            let st = fs.flash().stats();
+            st.programs + st.erases
+        });
         for _ in 0..20 * opts.steps.max(1) {
             match ex.step(opts.workload) {
                 Ok(()) => {}
@@ -1541,8 +1550,20 @@ fn chain(
             }
         }
         let Some(cands) = cands else {
-            // The workload ended before the cut (it can go a long way on ENOSPC): go on.
+            // The workload ended before the cut (it can go a long way on ENOSPC): go on,
+            // unless not one of its operations reached the flash (every one refused, unlinks
+            // included): the file system is wedged, and the chain would never end.
             if let Some(fs) = ex.fs.as_mut() {
+                let st = fs.flash().stats();
+                if writes_before == Some(st.programs + st.erases) {
+                    return Err(format!(
+                        "cut {}: wedged: {} operations in a row programmed and erased nothing \
+                         ({} ENOSPC so far)",
+                        rep.cuts,
+                        20 * opts.steps.max(1),
+                        ex.nospace
+                    ));
+                }
                 fs.flash_mut().cancel_power_cut();
             }
             continue;
