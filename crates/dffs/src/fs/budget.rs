@@ -329,6 +329,12 @@ impl<F: Flash> Fs<F> {
             if hopeless {
                 return Err(Error::NoSpace);
             }
+            // Inside a transaction no checkpoint can be taken, so a collected block stays
+            // pending until the commit: collection would only spend free blocks on copies.
+            // (`begin_transaction` made the room the transaction may use.)
+            if self.txn.open.is_some() {
+                return Err(Error::NoSpace);
+            }
             if !self.collect(true)? {
                 if can_cp && self.releasable_blocks() > 0 {
                     self.checkpoint_inner(false)?;
@@ -337,6 +343,39 @@ impl<F: Flash> Fs<F> {
                 return Err(Error::NoSpace);
             }
         }
+    }
+
+    /// Makes room for a transaction about to begin: collects (and checkpoints to release
+    /// what it collected) until an eighth of the blocks above the reserve are free (4 to 64
+    /// blocks), in a bounded number of rounds. Nothing collected during the transaction comes
+    /// back before its commit, so this is the room it may use beyond the free blocks above the
+    /// reserve; a device too full to make it still begins (its writes may then fail with
+    /// `NoSpace`).
+    pub(crate) fn make_transaction_room(&mut self) -> Result<()> {
+        let above = self
+            .store
+            .p()
+            .geometry
+            .blocks
+            .saturating_sub(self.store.reserve_blocks());
+        let want = (above / 8).clamp(4, 64);
+        let short = |fs: &Self| fs.store.free_blocks() < fs.store.reserve_blocks() + want;
+        if !short(self) {
+            return Ok(());
+        }
+        match self.make_room_rounds(|fs| (!short(fs), false), 2 * want + 8) {
+            Ok(()) | Err(Error::NoSpace) => {}
+            Err(e) => return Err(e),
+        }
+        // What the rounds collected is of use to the transaction only once released (when
+        // that gives back more blocks than the checkpoint writes).
+        if short(self) && self.checkpoint_pays() {
+            match self.checkpoint_inner(false) {
+                Ok(()) | Err(Error::NoSpace) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Work done after every modifying operation: a bounded step of garbage collection when

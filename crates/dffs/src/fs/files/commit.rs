@@ -262,7 +262,8 @@ impl<F: Flash> Fs<F> {
 
     /// Starts a transaction: from now until [`Fs::commit_transaction`], every change (to any
     /// file or directory) becomes durable all together or not at all. Everything before is
-    /// synced first.
+    /// synced first, and room is made for the transaction's writes (blocks collected during it
+    /// come back only after its commit).
     pub fn begin_transaction(&mut self) -> Result<()> {
         self.guard(|fs| {
             fs.ensure_writable()?;
@@ -270,6 +271,7 @@ impl<F: Flash> Fs<F> {
                 return Err(Error::Busy);
             }
             fs.sync()?;
+            fs.make_transaction_room()?;
             let t = fs.txn.next;
             fs.txn.next += 1;
             fs.txn.open = Some(t);

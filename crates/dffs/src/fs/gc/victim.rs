@@ -94,6 +94,20 @@ impl<F: Flash> Fs<F> {
         self.store.free_blocks() > self.store.log_floor() + 1
     }
 
+    /// Bytes of live metadata that collection may mark dirty now: what the next checkpoint
+    /// can rewrite with the free blocks beyond those it needs already (and one of slack).
+    /// Collecting a directory, map or inode block copies nothing but makes the checkpoint
+    /// that releases it rewrite its live nodes; with no room for them that checkpoint took
+    /// the last free block and no checkpoint could be taken again (4 KiB NOR sectors: every
+    /// operation said ENOSPC, unlinks included, with blocks waiting to be released).
+    pub(crate) fn rewrite_room(&self) -> u64 {
+        let p = self.store.p();
+        let free = self.store.free_blocks();
+        let need = self.cp_need_blocks() + 1;
+        let usable = (p.geometry.block_size() - p.geometry.page_size) as u64;
+        free.saturating_sub(need) as u64 * usable
+    }
+
     /// Whether collecting block `b` may copy its live data now: there are free blocks for
     /// copies ([`Fs::copy_room`]), or `b`'s live bytes fit twice over in the open block of the
     /// head its copies go to (data: the cold data head; metadata of a head that also takes
@@ -131,7 +145,15 @@ impl<F: Flash> Fs<F> {
     /// does not qualify: not a closed non-journal block, kept, completely live, more than 97%
     /// live (unless `urgent`), or a data block with live data while there is no room to copy
     /// (with `stretch`, room in the open copy block counts: [`Fs::copy_room_for`]).
-    fn victim_score(&self, i: u32, urgent: bool, room: bool, stretch: bool) -> Option<Score> {
+    /// `rewrite`: bytes of live metadata the next checkpoint can rewrite beyond what it
+    /// writes already ([`Fs::rewrite_room`]).
+    fn victim_score(
+        &self,
+        i: u32,
+        urgent: bool,
+        (room, rewrite): (bool, u64),
+        stretch: bool,
+    ) -> Option<Score> {
         if i >= self.store.block_count() {
             return None;
         }
@@ -143,6 +165,7 @@ impl<F: Flash> Fs<F> {
                 && self.copies_now(e.kind())
                 && e.live > 0
                 && !(stretch && self.copy_room_for(i)))
+            || (!self.copies_now(e.kind()) && e.live as u64 > rewrite)
         {
             return None;
         }
@@ -190,10 +213,11 @@ impl<F: Flash> Fs<F> {
     /// [`Fs::best_victim`], and whether the choice needed the open copy block's room.
     fn best_victim_how(&self, urgent: bool) -> Option<(u32, bool)> {
         let room = self.copy_room();
+        let rewrite = self.rewrite_room();
         let pick = |stretch: bool| {
             let mut best: Option<(Score, u32)> = None;
             for i in 0..self.store.block_count() {
-                if let Some(score) = self.victim_score(i, urgent, room, stretch) {
+                if let Some(score) = self.victim_score(i, urgent, (room, rewrite), stretch) {
                     if best.is_none_or(|(s, _)| score.exceeds(1, s)) {
                         best = Some((score, i));
                     }
@@ -219,7 +243,7 @@ impl<F: Flash> Fs<F> {
         if self.gc.unreadable || self.gc.unknown {
             return;
         }
-        let room = self.copy_room();
+        let room = (self.copy_room(), self.rewrite_room());
         let cur = self
             .victim_score(v, true, room, true)
             .unwrap_or(Score::ZERO);
