@@ -873,6 +873,19 @@ impl Exec {
                 self.model = pre;
                 return Err(Stop::PowerLoss(None));
             }
+            if steps.contains(&Err(Error::NoSpace)) {
+                // A full device: the transaction is abandoned (the file system returns to
+                // where it began), and the ENOSPC must not come too early.
+                self.model = pre;
+                return match self.fs().abort_transaction() {
+                    Ok(()) => {
+                        self.durable();
+                        self.on_nospace(None)
+                    }
+                    Err(Error::PowerLoss) => Err(Stop::PowerLoss(None)),
+                    Err(e) => Err(Stop::Fatal(format!("abort archive: {e:?}"))),
+                };
+            }
             if let Some(e) = steps.iter().find_map(|r| r.err()) {
                 return Err(Stop::Fatal(format!("archive step: {e:?}")));
             }

@@ -489,6 +489,9 @@ fn chain_cases(cases: &[(&str, Option<u32>, u32, Workload, u64)]) {
 #[test]
 fn chained_cuts_on_one_device() {
     chain_cases(&[
+        // 512 KiB of 4 KiB sectors, full from about cut 20 on: unmount said ENOSPC at cut 26
+        // when the clean checkpoint found no room, though everything was synced.
+        ("nor-qspi-16m", Some(4096), 128, Workload::Links, 30),
         ("nand-slc-128m", None, 24, Workload::Mixed, 120),
         ("nand-slc-128m", None, 24, Workload::Log, 80),
         ("nand-mlc-1g", None, 24, Workload::Churn, 80),

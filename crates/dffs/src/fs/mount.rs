@@ -473,8 +473,16 @@ impl<F: Flash> Fs<F> {
                 {
                     return Ok(());
                 }
-                fs.ensure_writable()?;
-                fs.checkpoint_for(CheckpointNeed::Clean).map(|_| ())
+                // Everything is durable now (in the journal). A device with no room left for
+                // the clean checkpoint is given back as a power cut right here would leave
+                // it: the next mount replays the journal.
+                let r = fs
+                    .ensure_writable()
+                    .and_then(|()| fs.checkpoint_for(CheckpointNeed::Clean).map(|_| ()));
+                match r {
+                    Err(Error::NoSpace) => Ok(()),
+                    r => r,
+                }
             });
             if let Err(e) = r {
                 return Err((e, self.store.into_flash()));
