@@ -504,10 +504,14 @@ fn chained_cuts_on_one_device() {
 }
 
 /// Chains that fail today (issue 16, DESIGN.md §15 item 19): on 4 KiB NOR sectors the
-/// mixed chain ends at cut 27 in `gc_step: NoSpace` (512 KiB) and the churn chain at cut 45
-/// wedged, every operation refused (1 MiB): a checkpoint took the last free blocks. (Before
-/// the transaction and collection fixes the mixed chain failed at its first cut, ENOSPC at
-/// 33.5% of the room.) The MLC and SLC chains are the passing ones run longer.
+/// mixed chain ends at cut 60 in `checkpoint: NoSpace` (512 KiB) and the churn chain at cut
+/// 85 wedged, every operation refused (1 MiB) — `dffs torture --preset nor-qspi-16m
+/// --erase-size 4KiB --blocks 128 --workload mixed --chain 120 --seed 7` and `--blocks 256
+/// --workload churn --chain 100 --seed 7`: unlinks dirtied more metadata than the free pool
+/// held for a checkpoint. (Before the floors kept a second checkpoint's room they ended at
+/// cuts 27 and 45; before the transaction and collection fixes the mixed chain failed at its
+/// first cut, ENOSPC at 33.5% of the room.) The MLC and SLC chains are the passing ones run
+/// longer.
 #[test]
 #[ignore = "fails today: issue 16 (see the comment)"]
 fn chained_cuts_known_failures() {

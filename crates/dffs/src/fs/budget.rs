@@ -7,15 +7,16 @@
 //! free pool is kept in three layers, enforced by the store's allocation floors:
 //!
 //! ```text
-//!   free blocks:  | checkpoint need K | bad-block spares | GC headroom | application data ... |
-//!                 ^ checkpoints        ^ journal appends and GC copies  ^ application data
-//!                   (floor 0)            (floor K + spares)               (floor: the reserve)
+//!   free blocks:  | checkpoint need K | next checkpoint K2 | spares | GC headroom | application data ... |
+//!                 ^ checkpoints        ^ journal appends and GC copies          ^ application data
+//!                   (floor 0)            (floor K + K2 + spares)                  (floor: the reserve)
 //! ```
 //!
 //! `K` is computed from what is dirty now (inodes, directory pages, map pages, the index nodes
 //! their pending changes will fold into, the block table, one block per metadata head that may
-//! be left half used, the journal's next block); it is refreshed before each operation and
-//! after each checkpoint. An operation that needs room first makes it (write-back is the
+//! be left half used, the journal's next block); it is refreshed before each operation, after
+//! each checkpoint and at mount. `K2` is what a second checkpoint right after it needs, so that
+//! whatever the next checkpoint writes leaves room for one more. An operation that needs room first makes it (write-back is the
 //! caller's, then collection, then a checkpoint to release what was collected) and fails with
 //! `NoSpace` only when that cannot help.
 //!
@@ -71,8 +72,21 @@ impl<F: Flash> Fs<F> {
         self.cp_need_with(0)
     }
 
+    /// Blocks two checkpoints in a row may have to allocate: the next one
+    /// ([`Fs::cp_need_blocks`]) and one after it with nothing dirtied in between (the map's
+    /// root path, every block-table page and the journal's next block again). Whatever the
+    /// next checkpoint leaves free must hold the second, or no checkpoint could follow it.
+    pub(crate) fn cp_need_two(&self) -> u32 {
+        self.cp_need_parts(0, true).0
+    }
+
     /// [`Fs::cp_need`] with `extra` more bytes of index nodes to write.
     fn cp_need_with(&self, extra: u64) -> (u32, u64) {
+        self.cp_need_parts(extra, false)
+    }
+
+    /// [`Fs::cp_need_with`], and if `two` the clean checkpoint after it too.
+    fn cp_need_parts(&self, extra: u64, two: bool) -> (u32, u64) {
         let p = self.store.p();
         let fanout = p.index_fanout();
         let mut inodes = 0u64;
@@ -91,6 +105,7 @@ impl<F: Flash> Fs<F> {
         // allocates blocks all over the table), and the checkpoint's own writes change more.
         // (A checkpoint writes only the changed ones; this is the room it may need.)
         let bt_pages = self.store.bt_page_count() as u64;
+        let root_and_table = self.map.depth as u64 + 1 + bt_pages;
         // Bytes per log: (kind, bytes, node size).
         let logs = [
             (LogKind::Inode, inodes * p.dir_page as u64, p.dir_page),
@@ -101,7 +116,7 @@ impl<F: Flash> Fs<F> {
             ),
             (
                 LogKind::Map,
-                (self.map.dirty_pages() as u64 + self.map.depth as u64 + 1 + bt_pages)
+                (self.map.dirty_pages() as u64 + root_and_table * (1 + two as u64))
                     * p.map_page as u64,
                 p.map_page,
             ),
@@ -112,7 +127,8 @@ impl<F: Flash> Fs<F> {
             ),
         ];
         let total: u64 = logs.iter().map(|l| l.1).sum();
-        (self.head_blocks(&logs) + 2, total)
+        // The journal's next block (per checkpoint) and one block of slack.
+        (self.head_blocks(&logs) + 2 + two as u32, total)
     }
 
     /// Blocks the inode and index heads would have to open for `inode_bytes` and
@@ -159,8 +175,12 @@ impl<F: Flash> Fs<F> {
     /// comment).
     pub(crate) fn refresh_floors(&mut self) {
         let (k, cp_bytes) = self.cp_need();
+        // The copy floor also keeps back what the checkpoint after the next needs: a
+        // checkpoint that left less took the last free blocks and none could be written again
+        // (4 KiB NOR sectors). At most a sixteenth of the device more (at least one block).
+        let cap = (self.store.block_count() / 16).max(1);
         let spares = self.store.p().bad_reserve;
-        let log = k + spares;
+        let log = k + self.cp_need_two().saturating_sub(k).min(cap) + spares;
         let user = (self.store.p().gc_reserve + spares).max(log + 1 + self.gc_headroom(cp_bytes));
         self.store.set_floors(k, log, user);
     }
@@ -287,6 +307,13 @@ impl<F: Flash> Fs<F> {
                     || (e.state() == BlockState::Used && e.kind() == LogKind::Journal)
             })
             .count() as u32
+    }
+
+    /// Whether a checkpoint now leaves free what the checkpoint after it needs
+    /// ([`Fs::cp_need_two`]; what it writes comes out of the free blocks, what it gives back
+    /// ([`Fs::releasable_blocks`]) goes in).
+    pub(crate) fn checkpoint_leaves_room(&self) -> bool {
+        self.store.free_blocks() + self.releasable_blocks() >= self.cp_need_two()
     }
 
     /// Whether a checkpoint now gives back more blocks than it writes.

@@ -442,6 +442,16 @@ impl<F: Flash> Fs<F> {
         }
         let dirty = self.dirty_items();
         let short = self.checkpoint_short() && self.checkpoint_pays();
+        // A checkpoint that would leave less than the one after it needs is not taken for
+        // the journal's or the dirty metadata's size: with nothing released, such checkpoints
+        // spent the last free blocks rewriting metadata and none could be written again
+        // (4 KiB NOR sectors, unlinks on a full device). Collection has to make blocks
+        // releasable first; an operation that needs room asks `make_room`, which
+        // checkpoints when that gives back more than it costs.
+        if !self.checkpoint_leaves_room() {
+            self.refresh_floors();
+            return Ok(());
+        }
         if self.journal.bytes() >= self.cfg.journal_limit as u64
             || self.cp.data_blocks >= super::DATA_SCAN_BLOCKS
             || dirty >= self.cfg.max_dirty

@@ -125,6 +125,13 @@ impl<F: Flash> Fs<F> {
         let prev = self.store.set_phase(Phase::Mount);
         let r = self.load_inner();
         self.store.set_phase(prev);
+        // The allocation floors follow what is dirty now (replay dirtied what it applied):
+        // collection, a recovery checkpoint or an operation right after mount must not find
+        // the floors of an empty store (a collection step after a remount copied into the
+        // blocks the recovery checkpoint needed: `NoSpace`, 4 KiB NOR sectors).
+        if r.is_ok() {
+            self.refresh_floors();
+        }
         r
     }
 

@@ -101,6 +101,10 @@ impl<F: Flash> Fs<F> {
                     break;
                 }
             }
+            if e.live > 0 && !self.copies_now(e.kind()) && !self.rewrite_fits() {
+                self.gc.victim = None;
+                break;
+            }
             match self.checkpoint_for(CheckpointNeed::GcDirty)? {
                 CheckpointDone::Refused => break,
                 CheckpointDone::Taken if self.store.block(victim).state() != BlockState::Used => {

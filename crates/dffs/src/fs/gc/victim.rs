@@ -103,9 +103,16 @@ impl<F: Flash> Fs<F> {
     pub(crate) fn rewrite_room(&self) -> u64 {
         let p = self.store.p();
         let free = self.store.free_blocks();
-        let need = self.cp_need_blocks() + 1;
+        let need = self.cp_need_two() + 1;
         let usable = (p.geometry.block_size() - p.geometry.page_size) as u64;
         free.saturating_sub(need) as u64 * usable
+    }
+
+    /// Whether one more live metadata node may be marked dirty by collection: the next
+    /// checkpoint, writing it and the map page above it, still leaves what the checkpoint
+    /// after it needs ([`Fs::cp_need_two`]).
+    pub(crate) fn rewrite_fits(&self) -> bool {
+        self.store.free_blocks() >= self.cp_need_two() + 2
     }
 
     /// Whether collecting block `b` may copy its live data now: there are free blocks for
