@@ -492,6 +492,9 @@ fn chained_cuts_on_one_device() {
         // 512 KiB of 4 KiB sectors, full from about cut 20 on: unmount said ENOSPC at cut 26
         // when the clean checkpoint found no room, though everything was synced.
         ("nor-qspi-16m", Some(4096), 128, Workload::Links, 30),
+        // Same device, mixed: `gc_step` said ENOSPC at cut 27 until the copy floor kept
+        // a second checkpoint's room (`dffs torture ... --workload mixed --chain 40 --seed 7`).
+        ("nor-qspi-16m", Some(4096), 128, Workload::Mixed, 40),
         ("nand-slc-128m", None, 24, Workload::Mixed, 120),
         ("nand-slc-128m", None, 24, Workload::Log, 80),
         ("nand-mlc-1g", None, 24, Workload::Churn, 80),
