@@ -127,8 +127,15 @@ impl<F: Flash> Fs<F> {
             ),
         ];
         let total: u64 = logs.iter().map(|l| l.1).sum();
-        // The journal's next block (per checkpoint) and one block of slack.
-        (self.head_blocks(&logs) + 2 + two as u32, total)
+        // The journal's next block and one block of slack. The second checkpoint of `two`
+        // may restart the journal too: on NOR, whose small sectors fill between two
+        // checkpoints, always; on NAND when the journal's block is three-quarters used (a
+        // whole large block held back for it cost a small MLC device a tenth of its files).
+        let bs = p.geometry.block_size();
+        let second_journal = two
+            && (p.geometry.kind == dffs_flash::FlashKind::Nor
+                || self.store.head_room(LogKind::Journal) < bs / 4);
+        (self.head_blocks(&logs) + 2 + second_journal as u32, total)
     }
 
     /// Blocks the inode and index heads would have to open for `inode_bytes` and
