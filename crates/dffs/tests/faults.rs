@@ -334,10 +334,10 @@ fn anchors_fail_on_a_full_device() {
         // blocks the failures retire:
         // every block of the anchor area that the allocator may hand out is then in use.
         let mut files = fill_to_nospace(&mut fs);
-        for n in 0..36 {
+        for n in 0..24 {
             fs.unlink(ROOT_INO, format!("f{n}").as_bytes()).unwrap();
         }
-        files.drain(..36);
+        files.drain(..24);
         if fail_erase {
             fs.flash_mut().fail_next_erase_of(0).unwrap();
         }

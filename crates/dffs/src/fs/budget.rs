@@ -184,8 +184,12 @@ impl<F: Flash> Fs<F> {
         let (k, cp_bytes) = self.cp_need();
         // The copy floor also keeps back what the checkpoint after the next needs: a
         // checkpoint that left less took the last free blocks and none could be written again
-        // (4 KiB NOR sectors). At most a sixteenth of the device more (at least one block).
-        let cap = (self.store.block_count() / 16).max(1);
+        // (4 KiB NOR sectors). At most a sixteenth of the device more, and none on a device
+        // of fewer than 32 blocks, whose blocks are large and whose checkpoints fit in the
+        // open blocks (one block more made a 16-block NOR device of 64 KiB refuse its first
+        // file, a 24-block NAND one fail an anchor test).
+        let blocks = self.store.block_count();
+        let cap = if blocks < 32 { 0 } else { blocks / 16 };
         let spares = self.store.p().bad_reserve;
         let log = k + self.cp_need_two().saturating_sub(k).min(cap) + spares;
         let user = (self.store.p().gc_reserve + spares).max(log + 1 + self.gc_headroom(cp_bytes));
