@@ -7,17 +7,20 @@
 //! free pool is kept in three layers, enforced by the store's allocation floors:
 //!
 //! ```text
-//!   free blocks:  | checkpoint need K | next checkpoint K2 | spares | GC headroom | application data ... |
-//!                 ^ checkpoints        ^ journal appends and GC copies          ^ application data
-//!                   (floor 0)            (floor K + K2 + spares)                  (floor: the reserve)
+//!   free: | cp need K | next cp K2 | spares | GC headroom | application data ... |
+//!           ^                                 ^             ^
+//!           |                                 |             application data: floor = the reserve
+//!           |                                 journal appends, GC copies: floor = K + K2 + spares
+//!           checkpoints: floor 0
 //! ```
 //!
 //! `K` is computed from what is dirty now (inodes, directory pages, map pages, the index nodes
 //! their pending changes will fold into, the block table, one block per metadata head that may
 //! be left half used, the journal's next block); it is refreshed before each operation, after
-//! each checkpoint and at mount. `K2` is what a second checkpoint right after it needs, so that
-//! whatever the next checkpoint writes leaves room for one more. An operation that needs room first makes it (write-back is the
-//! caller's, then collection, then a checkpoint to release what was collected) and fails with
+//! each checkpoint and at mount. `K2` is what a second checkpoint right after it needs (capped:
+//! see [`Fs::cp_need_two`]), so that whatever the next checkpoint writes leaves room for one
+//! more. An operation that needs room first makes it (write-back is the caller's, then
+//! collection, then a checkpoint to release what was collected) and fails with
 //! `NoSpace` only when that cannot help.
 //!
 //! It owns the decisions "may this operation proceed" and "is a checkpoint due"; it must never
@@ -76,8 +79,21 @@ impl<F: Flash> Fs<F> {
     /// ([`Fs::cp_need_blocks`]) and one after it with nothing dirtied in between (the map's
     /// root path, every block-table page and the journal's next block again). Whatever the
     /// next checkpoint leaves free must hold the second, or no checkpoint could follow it.
+    ///
+    /// The second checkpoint's share is capped (at most a sixteenth of the device, none on a
+    /// device of fewer than 32 blocks, whose blocks are large and whose checkpoints fit in
+    /// the open blocks: one block more made a 16-block NOR device of 64 KiB refuse its first
+    /// file, a 24-block NAND one fail an anchor test). The floors and every check against
+    /// free blocks use this one figure, so none demands room the floors never keep.
     pub(crate) fn cp_need_two(&self) -> u32 {
-        self.cp_need_parts(0, true).0
+        self.cp_need_two_after(self.cp_need().0)
+    }
+
+    /// [`Fs::cp_need_two`] given the next checkpoint's need `k`.
+    fn cp_need_two_after(&self, k: u32) -> u32 {
+        let blocks = self.store.block_count();
+        let cap = if blocks < 32 { 0 } else { blocks / 16 };
+        k + self.cp_need_parts(0, true).0.saturating_sub(k).min(cap)
     }
 
     /// [`Fs::cp_need`] with `extra` more bytes of index nodes to write.
@@ -184,14 +200,9 @@ impl<F: Flash> Fs<F> {
         let (k, cp_bytes) = self.cp_need();
         // The copy floor also keeps back what the checkpoint after the next needs: a
         // checkpoint that left less took the last free blocks and none could be written again
-        // (4 KiB NOR sectors). At most a sixteenth of the device more, and none on a device
-        // of fewer than 32 blocks, whose blocks are large and whose checkpoints fit in the
-        // open blocks (one block more made a 16-block NOR device of 64 KiB refuse its first
-        // file, a 24-block NAND one fail an anchor test).
-        let blocks = self.store.block_count();
-        let cap = if blocks < 32 { 0 } else { blocks / 16 };
+        // (4 KiB NOR sectors). The share is capped ([`Fs::cp_need_two`]).
         let spares = self.store.p().bad_reserve;
-        let log = k + self.cp_need_two().saturating_sub(k).min(cap) + spares;
+        let log = self.cp_need_two_after(k) + spares;
         let user = (self.store.p().gc_reserve + spares).max(log + 1 + self.gc_headroom(cp_bytes));
         self.store.set_floors(k, log, user);
     }
