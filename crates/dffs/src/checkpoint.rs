@@ -374,6 +374,57 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
     Ok((cp, pos))
 }
 
+/// Whether the anchors hold a checkpoint cut while it was written after the newest valid one
+/// at `pos`: the pair after it in its block is programmed, or the other anchor's first slot is
+/// programmed but holds no valid checkpoint (a switch to that block was cut). Such a slot reads
+/// as invalid now, but a cut program leaves bits that read differently from read to read (NOR)
+/// or a page that may pass its CRC on another read (NAND): a later mount could find it valid,
+/// and prefer its state, to everything written after this mount's choice.
+pub fn cut_attempt_after<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> Result<bool> {
+    let p = st.p();
+    let per = slots_per_block(&p);
+    let block = p.anchors[pos.anchor];
+    if pos.slot + 3 < per && slot_used(st, block, pos.slot + 2, p.cp_slot)? {
+        return Ok(true);
+    }
+    let other = p.anchors[1 - pos.anchor];
+    if other >= p.geometry.blocks || !slot_used(st, other, 0, p.cp_slot)? {
+        return Ok(false);
+    }
+    for slot in [0u32, 1] {
+        if let Some(c) = read_slot(st, other, slot, p.cp_slot)? {
+            if c.params.fs_id == p.fs_id {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Makes a mount's choice of checkpoint `cp` (found at `pos`) durable when
+/// [`cut_attempt_after`] says a cut attempt may outrank it later: writes `cp` again, unchanged
+/// but for its number, into the other anchor (erasing it: it holds older checkpoints or the
+/// cut attempt), numbered past every number an attempt after `cp` can carry (`write` tries at
+/// most `ANCHOR_AREA + 2` numbers from `cp.cp_number + 1`). Updates `cp` (number, parameters:
+/// an anchor that fails is replaced) and returns the new position.
+pub fn restamp<F: Flash>(
+    st: &mut Store<F>,
+    cp: &mut Checkpoint,
+    pos: AnchorPos,
+) -> Result<AnchorPos> {
+    let mut again = cp.clone();
+    again.cp_number = cp.cp_number + ANCHOR_AREA as u64 + 3;
+    let to = AnchorPos {
+        may_append: false,
+        ..pos
+    };
+    let mut at = write(st, &again, Some(to))?;
+    cp.cp_number = st.cp_number();
+    cp.params = st.p();
+    at.may_append = pos.may_append;
+    Ok(at)
+}
+
 /// Writes checkpoint `cp` (two copies) after `pos`, erasing and switching anchor blocks when
 /// needed. Returns the new position; the store's checkpoint number is left at the number
 /// written, which is `cp.cp_number` plus one per failed attempt.

@@ -140,7 +140,15 @@ impl<F: Flash> Fs<F> {
         // in RAM only, and the victim is whole again in the reloaded block table.
         self.gc.victim = None;
         self.gc.pos = 0;
-        let (cp, pos) = checkpoint::find_newest(&mut self.store)?;
+        let (mut cp, mut pos) = checkpoint::find_newest(&mut self.store)?;
+        // A checkpoint cut while it was written after this one may read as valid at a later
+        // mount and win over everything written from now on (a block it names, free in this
+        // checkpoint, reused and erased: `read: Io` after the next cut). Before anything else
+        // is written, the choice is written again with a higher number.
+        if !self.cfg.read_only && checkpoint::cut_attempt_after(&mut self.store, pos)? {
+            self.store.set_seq(cp.next_seq);
+            pos = checkpoint::restamp(&mut self.store, &mut cp, pos)?;
+        }
         let p = cp.params;
         self.store.set_params(p);
         self.store.set_seq(cp.next_seq);
