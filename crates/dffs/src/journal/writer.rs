@@ -5,7 +5,9 @@
 //! naming the block before it and the block the journal will continue in; that next block is
 //! allocated, erased and set aside (`Reserved`) *before* the link naming it is written, so the
 //! move into it can never fail half way and a reader can always tell the chain's next block
-//! from a stray one. Records are buffered in the journal head's page (NAND) and programmed when
+//! from a stray one. When no block can be set aside after the one the journal moves into, the
+//! move still happens (with its link) and the link names no next block: the chain ends there,
+//! and the journal is full when that block is, until a checkpoint restarts it. Records are buffered in the journal head's page (NAND) and programmed when
 //! the page fills or when the file system makes them durable (fsync, sync, a commit, a
 //! checkpoint); on NOR each record is programmed as it is appended.
 //!
@@ -22,7 +24,7 @@
 use alloc::vec::Vec;
 
 use super::record::Record;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::node::NodeBuilder;
 use crate::format::params::{Addr, LogKind};
 use crate::store::{BlockState, Priority, Store};
@@ -38,6 +40,13 @@ pub(crate) struct JournalWriter {
     last: u32,
     /// Record bytes appended since the last checkpoint.
     bytes: u64,
+    /// The current block's link names no next block: the journal cannot leave it before a
+    /// checkpoint restarts the chain.
+    chain_ends: bool,
+    /// A checkpoint restarted the journal in a block the chain does not name and has not been
+    /// written yet (it failed): no record may be appended before one is, since replay would
+    /// never reach it.
+    unlinked: bool,
 }
 
 impl Default for JournalWriter {
@@ -46,6 +55,8 @@ impl Default for JournalWriter {
             next: u32::MAX,
             last: u32::MAX,
             bytes: 0,
+            chain_ends: false,
+            unlinked: false,
         }
     }
 }
@@ -61,6 +72,7 @@ impl JournalWriter {
     pub fn resume(&mut self, last: u32, next: u32) {
         self.last = last;
         self.next = next;
+        self.chain_ends = next == u32::MAX;
     }
 
     /// Forgets the reserved next block (after a power cut it may have been written: it goes
@@ -78,6 +90,7 @@ impl JournalWriter {
     /// session must mark itself (`session`).
     pub fn checkpointed<F: Flash>(&mut self, st: &mut Store<F>, session: bool) {
         self.bytes = 0;
+        self.unlinked = false;
         self.expect_session(st, session);
     }
 
@@ -104,12 +117,15 @@ impl JournalWriter {
         prio: Priority,
     ) -> Result<Addr> {
         let len = nb.w.len() as u32;
+        if self.unlinked && !st.checkpointing() {
+            return Err(Error::NoSpace);
+        }
         // The session marker goes first (a write of any kind programs it): the checkpoint left
         // room for it in the journal's block, not for it and this record, so whether the
         // record needs the next block is known only after it.
         st.program_first()?;
         if st.needs_new_block(LogKind::Journal, len) {
-            self.switch_block(st, prio)?;
+            self.switch_block(st, prio, false)?;
         }
         let a = st.write_node(LogKind::Journal, nb, prio)?;
         self.bytes += len as u64;
@@ -154,7 +170,7 @@ impl JournalWriter {
         if st.head(LogKind::Journal).is_open() {
             st.close_head_of(LogKind::Journal)?;
         }
-        self.switch_block(st, Priority::Reserve)?;
+        self.switch_block(st, Priority::Reserve, true)?;
         self.append_record(st, &Record::Session, Priority::Reserve)?;
         Ok(())
     }
@@ -175,8 +191,23 @@ impl JournalWriter {
 
     /// Moves the journal into its reserved next block (erased when it was reserved, so the
     /// move itself cannot fail), reserves and erases the one after it, and begins the new
-    /// block with the link record that names both neighbours.
-    fn switch_block<F: Flash>(&mut self, st: &mut Store<F>, prio: Priority) -> Result<()> {
+    /// block with the link record that names both neighbours. `NoSpace` with nothing changed
+    /// when the current block's link names no next block (or none can be reserved for a
+    /// chain that starts here). `fresh`: a checkpoint starts a chain of its own, which may
+    /// begin in any block (until it is written, nothing else may be appended there unless the
+    /// old chain names the block).
+    fn switch_block<F: Flash>(
+        &mut self,
+        st: &mut Store<F>,
+        prio: Priority,
+        fresh: bool,
+    ) -> Result<()> {
+        if self.chain_ends && !fresh {
+            return Err(Error::NoSpace);
+        }
+        let named = !self.chain_ends
+            && self.next != u32::MAX
+            && st.block(self.next).state() == BlockState::Reserved;
         let head = st.head(LogKind::Journal);
         let prev = if head.is_open() {
             head.block()
@@ -187,13 +218,87 @@ impl JournalWriter {
         let b = self.next;
         self.next = u32::MAX;
         st.open_head_in(LogKind::Journal, b)?;
-        self.reserve_next(st, prio)?;
         self.last = b;
+        self.chain_ends = false;
+        self.unlinked = !named;
+        // No block for the one after it: the move goes on (the link is what makes the new
+        // block's records part of the journal; a move that stopped here, without one, lost
+        // a transaction's commit record written next: 4 KiB NOR chained cuts, links seed 119)
+        // and the link names no next block.
+        match self.reserve_next(st, prio) {
+            Ok(()) => {}
+            Err(Error::NoSpace) => self.chain_ends = true,
+            Err(e) => return Err(e),
+        }
         let link = Record::Link {
             prev,
             next: self.next,
         };
         st.write_node(LogKind::Journal, link.encode(), prio)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::params::{FormatOptions, Params};
+    use crate::journal::{JournalScan, ScanStart};
+    use crate::test_flash::{nor_4k, Nor};
+
+    /// Every record the writer accepts is found by the reader, also when the journal moves
+    /// into its reserved block while no block can be set aside after it (a move that stopped
+    /// half way left the new block without its link, and the commit record appended to it
+    /// next was invisible to replay: a committed transaction lost at the next mount).
+    #[test]
+    fn records_accepted_after_a_move_without_a_next_block_are_replayed() {
+        let g = nor_4k(48);
+        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        let mut st = Store::new(Nor::new(g), p);
+        let mut jw = JournalWriter::default();
+        jw.reserve_next(&mut st, Priority::Reserve).unwrap();
+        jw.restart(&mut st).unwrap();
+        let first = st.head(LogKind::Journal).block();
+        let next = jw.next();
+        // From now on no block may be allocated for the journal.
+        let free = st.free_blocks();
+        st.set_floors(free, free, free);
+        let mut accepted = 0u64;
+        let mut refused = 0;
+        for tid in 1..10_000u64 {
+            match jw.append_record(&mut st, &Record::TxCommit { tid }, Priority::Log) {
+                Ok(_) => accepted += 1,
+                Err(Error::NoSpace) => {
+                    refused += 1;
+                    if refused == 3 {
+                        break;
+                    }
+                }
+                Err(e) => panic!("append: {e:?}"),
+            }
+        }
+        assert_eq!(refused, 3, "the journal never filled");
+        let moved = st.head(LogKind::Journal).block();
+        assert_eq!(
+            moved, next,
+            "the journal did not move into its reserved block"
+        );
+        assert_eq!(jw.next(), u32::MAX);
+        let start = ScanStart {
+            block: first,
+            off: 0,
+            next,
+            next_seq: 0,
+            clean: false,
+        };
+        let mut scan = JournalScan::new(&mut st, start).unwrap();
+        let mut commits = Vec::new();
+        while let Some(rec) = scan.next(&mut st).unwrap() {
+            if let Record::TxCommit { tid } = rec {
+                commits.push(tid);
+            }
+        }
+        let want: Vec<u64> = (1..=accepted).collect();
+        assert_eq!(commits, want);
     }
 }

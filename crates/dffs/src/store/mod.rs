@@ -190,6 +190,11 @@ impl<F: Flash> Store<F> {
         self.checkpointing = on;
     }
 
+    /// Whether a checkpoint is being written ([`Store::set_checkpointing`]).
+    pub fn checkpointing(&self) -> bool {
+        self.checkpointing
+    }
+
     /// Free blocks journal appends and GC copies must leave.
     pub fn log_floor(&self) -> u32 {
         self.floor_log
