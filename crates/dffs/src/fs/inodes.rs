@@ -267,6 +267,11 @@ impl<F: Flash> Fs<F> {
             let mut ix = self.tree(ino);
             ix.fold(&mut node.content)?;
         }
+        // The nodes the fold replaced are dead: the cached inode names the new ones from now
+        // on, also if writing its node fails below.
+        if let Some(c) = self.inodes.get_mut(ino) {
+            c.node.content = node.content.clone();
+        }
         let nb = node.encode()?;
         let len = self.store.p().align(nb.w.len() as u32);
         let a = self
@@ -313,6 +318,14 @@ impl<F: Flash> Fs<F> {
         {
             let mut ix = self.tree(ino);
             ix.fold(&mut node.content)?;
+        }
+        if let Some(o) = self
+            .open
+            .files
+            .get_mut(&ino)
+            .and_then(|o| o.orphan.as_mut())
+        {
+            o.content = node.content.clone();
         }
         let nb = node.encode()?;
         let len = self.store.p().align(nb.w.len() as u32);

@@ -242,6 +242,7 @@ impl<F: Flash> Fs<F> {
             st: &mut self.store,
             cache: &mut self.index_cache,
             ino,
+            undo: None,
         }
     }
 

@@ -96,6 +96,9 @@ pub(crate) struct IndexTree<'a, F: Flash> {
     pub cache: &'a mut IndexCache,
     /// Owner inode (recorded in every node written).
     pub ino: Ino,
+    /// Inside [`IndexTree::fold`]: the nodes it made dead and the nodes it wrote, accounted
+    /// only once the whole fold has succeeded (see there).
+    pub undo: Option<(Vec<Addr>, Vec<Addr>)>,
 }
 
 impl<'a, F: Flash> IndexTree<'a, F> {
@@ -144,10 +147,17 @@ impl<'a, F: Flash> IndexTree<'a, F> {
         nb.w.fill(0, (p.index_node - cur) as usize);
         let a = self.st.write_node(LogKind::Index, nb, Priority::Reserve)?;
         self.cache.put(a, n.clone());
+        if let Some(u) = &mut self.undo {
+            u.1.push(a);
+        }
         Ok(a)
     }
 
     fn kill_node(&mut self, a: Addr) {
+        if let Some(u) = &mut self.undo {
+            u.0.push(a);
+            return;
+        }
         let len = self.st.p().align(self.st.p().index_node);
         self.st.kill(a, len);
     }
@@ -193,8 +203,31 @@ impl<'a, F: Flash> IndexTree<'a, F> {
         self.lookup_base(c, b)
     }
 
-    /// Folds pending changes into direct pointers or the index tree (copy-on-write).
+    /// Folds pending changes into direct pointers or the index tree (copy-on-write). All or
+    /// nothing: on success `c` names the new nodes and the nodes they replace are dead; on
+    /// failure `c` is unchanged, the nodes it names are still live and the nodes written so
+    /// far are dead. (Old nodes used to die as the fold went: a fold or an inode write that
+    /// failed for room left the caller's content naming dead nodes, every retry killed them
+    /// again, and their block was credited with nothing while it held live index nodes.)
     pub fn fold(&mut self, c: &mut Content) -> Result<()> {
+        if self.undo.is_some() {
+            return self.fold_inner(c);
+        }
+        let mut work = c.clone();
+        self.undo = Some((Vec::new(), Vec::new()));
+        let r = self.fold_inner(&mut work);
+        let (dead, written) = self.undo.take().unwrap_or_default();
+        let gone = if r.is_ok() { dead } else { written };
+        for a in gone {
+            self.kill_node(a);
+        }
+        if r.is_ok() {
+            *c = work;
+        }
+        r
+    }
+
+    fn fold_inner(&mut self, c: &mut Content) -> Result<()> {
         if let Some(t) = c.trunc.take() {
             // The data beyond was accounted dead when the truncation was committed; only the
             // index nodes die here. Pending changes (blocks written after the truncation) stay.
@@ -244,7 +277,7 @@ impl<'a, F: Flash> IndexTree<'a, F> {
             c.depth = 1;
             c.root = Addr::NONE;
             c.pending = ext;
-            return self.fold(c);
+            return self.fold_inner(c);
         }
         let f = self.fanout();
         while (max_b as u64) >= span(f, c.depth) {
@@ -526,5 +559,83 @@ impl<'a, F: Flash> IndexTree<'a, F> {
         }
         c.root = new;
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::params::FormatOptions;
+    use crate::test_flash::{nor_4k, Nor};
+
+    /// Bytes of index nodes `c` names, and bytes the block table credits to index blocks.
+    fn live_index_bytes(t: &mut IndexTree<'_, Nor>, c: &Content) -> (u64, u64) {
+        let mut nodes = 0u64;
+        t.walk(c, &mut |_, _| {}, &mut |_, _, _| nodes += 1)
+            .unwrap();
+        let p = t.st.p();
+        let named = nodes * p.align(p.index_node) as u64;
+        let credited = (0..p.geometry.blocks)
+            .map(|b| t.st.block(b))
+            .filter(|e| e.kind() == LogKind::Index)
+            .map(|e| e.live as u64)
+            .sum();
+        (named, credited)
+    }
+
+    /// A fold that fails for room leaves the content it was given as it was, naming live
+    /// nodes only, and the index blocks credited with exactly the nodes it names (folds
+    /// used to kill the old nodes as they went: a failed one, retried, killed them twice).
+    #[test]
+    fn a_fold_that_fails_for_room_changes_nothing() {
+        let g = nor_4k(32);
+        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        let mut st = Store::new(Nor::new(g), p);
+        let mut cache = IndexCache::new(4);
+        let mut t = IndexTree {
+            st: &mut st,
+            cache: &mut cache,
+            ino: 7,
+            undo: None,
+        };
+        let stride = p.stride();
+        let fan = p.index_fanout();
+        // A two-level tree.
+        let mut c = Content::default();
+        for b in 0..fan * 3 {
+            c.pending.insert(b, 1, Addr(0x10_0000 + b), stride);
+        }
+        t.fold(&mut c).unwrap();
+        assert!(c.depth >= 2, "depth {}", c.depth);
+        let (named, credited) = live_index_bytes(&mut t, &c);
+        assert_eq!(named, credited);
+        // No block may be allocated now: folds go on while the open index block has room.
+        let free = t.st.free_blocks();
+        t.st.set_floors(free, free, free);
+        let mut failed = false;
+        for k in 0..1000u32 {
+            let mut next = c.clone();
+            let b = (k * 7) % (fan * 3);
+            next.pending.insert(b, 1, Addr(0x20_0000 + k), stride);
+            let before = next.clone();
+            match t.fold(&mut next) {
+                Ok(()) => c = next,
+                Err(Error::NoSpace) => {
+                    assert_eq!(next, before, "a failed fold changed its content");
+                    failed = true;
+                    break;
+                }
+                Err(e) => panic!("fold: {e:?}"),
+            }
+            let (named, credited) = live_index_bytes(&mut t, &c);
+            assert_eq!(named, credited, "after fold {k}");
+        }
+        assert!(failed, "the index block never filled");
+        // Retried, it fails again the same way, and nothing the content names has died.
+        let mut again = c.clone();
+        again.pending.insert(1, 1, Addr(0x30_0000), stride);
+        assert_eq!(t.fold(&mut again), Err(Error::NoSpace));
+        let (named, credited) = live_index_bytes(&mut t, &c);
+        assert_eq!(named, credited, "a failed fold changed the accounting");
     }
 }
