@@ -140,15 +140,14 @@ impl<F: Flash> Fs<F> {
         // in RAM only, and the victim is whole again in the reloaded block table.
         self.gc.victim = None;
         self.gc.pos = 0;
-        let (mut cp, mut pos) = checkpoint::find_newest(&mut self.store)?;
+        let (mut cp, pos) = checkpoint::find_newest(&mut self.store)?;
         // A checkpoint cut while it was written after this one may read as valid at a later
         // mount and win over everything written from now on (a block it names, free in this
         // checkpoint, reused and erased: `read: Io` after the next cut). Before anything else
-        // is written, the choice is written again with a higher number.
-        if !self.cfg.read_only && checkpoint::cut_attempt_after(&mut self.store, pos)? {
-            self.store.set_seq(cp.next_seq);
-            pos = checkpoint::restamp(&mut self.store, &mut cp, pos)?;
-        }
+        // is written, the choice is written again with a higher number (at the end of the
+        // load: an anchor that fails is replaced by a free block of the area, which only the
+        // loaded block table can tell).
+        let restamp = !self.cfg.read_only && checkpoint::cut_attempt_after(&mut self.store, pos)?;
         let p = cp.params;
         self.store.set_params(p);
         self.store.set_seq(cp.next_seq);
@@ -319,6 +318,13 @@ impl<F: Flash> Fs<F> {
                         .set_head(h, crate::store::Head::resumed(b, off, ps));
                 }
             }
+        }
+        if restamp {
+            let may_append = self.cp.anchor.may_append;
+            let mut at = checkpoint::restamp(&mut self.store, &mut cp, pos)?;
+            at.may_append = may_append;
+            self.cp.anchor = at;
+            self.store.set_cp_number(cp.cp_number + 1);
         }
         Ok(())
     }
