@@ -33,8 +33,6 @@ pub(crate) mod index;
 pub(crate) mod journal;
 mod sort;
 pub(crate) mod store;
-#[cfg(test)]
-mod test_flash;
 mod vec_map;
 
 pub use dffs_flash::{

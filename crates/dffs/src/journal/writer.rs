@@ -244,7 +244,7 @@ mod tests {
     use super::*;
     use crate::format::params::{FormatOptions, Params};
     use crate::journal::{JournalScan, ScanStart};
-    use crate::test_flash::{nor_4k, Nor};
+    use dffs_testkit::ram_flash::{nor_geometry, RamFlash};
 
     /// Every record the writer accepts is found by the reader, also when the journal moves
     /// into its reserved block while no block can be set aside after it (a move that stopped
@@ -252,9 +252,9 @@ mod tests {
     /// next was invisible to replay: a committed transaction lost at the next mount).
     #[test]
     fn records_accepted_after_a_move_without_a_next_block_are_replayed() {
-        let g = nor_4k(48);
+        let g = nor_geometry(48);
         let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
-        let mut st = Store::new(Nor::new(g), p);
+        let mut st = Store::new(RamFlash::new(g), p);
         let mut jw = JournalWriter::default();
         jw.reserve_next(&mut st, Priority::Reserve).unwrap();
         jw.restart(&mut st).unwrap();

@@ -566,10 +566,10 @@ impl<'a, F: Flash> IndexTree<'a, F> {
 mod tests {
     use super::*;
     use crate::format::params::FormatOptions;
-    use crate::test_flash::{nor_4k, Nor};
+    use dffs_testkit::ram_flash::{nor_geometry, RamFlash};
 
     /// Bytes of index nodes `c` names, and bytes the block table credits to index blocks.
-    fn live_index_bytes(t: &mut IndexTree<'_, Nor>, c: &Content) -> (u64, u64) {
+    fn live_index_bytes(t: &mut IndexTree<'_, RamFlash>, c: &Content) -> (u64, u64) {
         let mut nodes = 0u64;
         t.walk(c, &mut |_, _| {}, &mut |_, _, _| nodes += 1)
             .unwrap();
@@ -588,9 +588,9 @@ mod tests {
     /// used to kill the old nodes as they went: a failed one, retried, killed them twice).
     #[test]
     fn a_fold_that_fails_for_room_changes_nothing() {
-        let g = nor_4k(32);
+        let g = nor_geometry(32);
         let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
-        let mut st = Store::new(Nor::new(g), p);
+        let mut st = Store::new(RamFlash::new(g), p);
         let mut cache = IndexCache::new(4);
         let mut t = IndexTree {
             st: &mut st,
