@@ -86,23 +86,28 @@ impl<F: Flash> Fs<F> {
     /// file, a 24-block NAND one fail an anchor test). The floors and every check against
     /// free blocks use this one figure, so none demands room the floors never keep.
     pub(crate) fn cp_need_two(&self) -> u32 {
-        self.cp_need_two_after(self.cp_need().0)
+        let (k, two, _) = self.cp_need_parts(0);
+        self.capped_two(k, two)
     }
 
-    /// [`Fs::cp_need_two`] given the next checkpoint's need `k`.
-    fn cp_need_two_after(&self, k: u32) -> u32 {
+    /// [`Fs::cp_need_two`] from the next checkpoint's need `k` and the uncapped need `two` of
+    /// both.
+    fn capped_two(&self, k: u32, two: u32) -> u32 {
         let blocks = self.store.block_count();
         let cap = if blocks < 32 { 0 } else { blocks / 16 };
-        k + self.cp_need_parts(0, true).0.saturating_sub(k).min(cap)
+        k + two.saturating_sub(k).min(cap)
     }
 
     /// [`Fs::cp_need`] with `extra` more bytes of index nodes to write.
     fn cp_need_with(&self, extra: u64) -> (u32, u64) {
-        self.cp_need_parts(extra, false)
+        let (k, _, bytes) = self.cp_need_parts(extra);
+        (k, bytes)
     }
 
-    /// [`Fs::cp_need_with`], and if `two` the clean checkpoint after it too.
-    fn cp_need_parts(&self, extra: u64, two: bool) -> (u32, u64) {
+    /// In one pass over what is dirty: the blocks [`Fs::cp_need_with`] counts, the blocks it
+    /// and a clean checkpoint right after it may allocate (uncapped), and the bytes of nodes
+    /// the first writes.
+    fn cp_need_parts(&self, extra: u64) -> (u32, u32, u64) {
         let p = self.store.p();
         let fanout = p.index_fanout();
         let mut inodes = 0u64;
@@ -122,36 +127,42 @@ impl<F: Flash> Fs<F> {
         // (A checkpoint writes only the changed ones; this is the room it may need.)
         let bt_pages = self.store.bt_page_count() as u64;
         let root_and_table = self.map.depth as u64 + 1 + bt_pages;
-        // Bytes per log: (kind, bytes, node size).
-        let logs = [
-            (LogKind::Inode, inodes * p.dir_page as u64, p.dir_page),
-            (
-                LogKind::Dir,
-                self.dirs.dirty_count() as u64 * p.dir_page as u64,
-                p.dir_page,
-            ),
-            (
-                LogKind::Map,
-                (self.map.dirty_pages() as u64 + root_and_table * (1 + two as u64))
-                    * p.map_page as u64,
-                p.map_page,
-            ),
-            (
-                LogKind::Index,
-                index_nodes * p.index_node as u64 + extra,
-                p.index_node,
-            ),
-        ];
-        let total: u64 = logs.iter().map(|l| l.1).sum();
+        // Bytes per log: (kind, bytes, node size); `two`: the second checkpoint's too.
+        let logs = |two: bool| {
+            [
+                (LogKind::Inode, inodes * p.dir_page as u64, p.dir_page),
+                (
+                    LogKind::Dir,
+                    self.dirs.dirty_count() as u64 * p.dir_page as u64,
+                    p.dir_page,
+                ),
+                (
+                    LogKind::Map,
+                    (self.map.dirty_pages() as u64 + root_and_table * (1 + two as u64))
+                        * p.map_page as u64,
+                    p.map_page,
+                ),
+                (
+                    LogKind::Index,
+                    index_nodes * p.index_node as u64 + extra,
+                    p.index_node,
+                ),
+            ]
+        };
+        let one = logs(false);
+        let total: u64 = one.iter().map(|l| l.1).sum();
         // The journal's next block and one block of slack. The second checkpoint of `two`
         // may restart the journal too: on NOR, whose small sectors fill between two
         // checkpoints, always; on NAND when the journal's block is three-quarters used (a
         // whole large block held back for it cost a small MLC device a tenth of its files).
         let bs = p.geometry.block_size();
-        let second_journal = two
-            && (p.geometry.kind == dffs_flash::FlashKind::Nor
-                || self.store.head_room(LogKind::Journal) < bs / 4);
-        (self.head_blocks(&logs) + 2 + second_journal as u32, total)
+        let second_journal = p.geometry.kind == dffs_flash::FlashKind::Nor
+            || self.store.head_room(LogKind::Journal) < bs / 4;
+        (
+            self.head_blocks(&one) + 2,
+            self.head_blocks(&logs(true)) + 2 + second_journal as u32,
+            total,
+        )
     }
 
     /// Blocks the inode and index heads would have to open for `inode_bytes` and
@@ -197,12 +208,12 @@ impl<F: Flash> Fs<F> {
     /// Sets the store's allocation floors from the checkpoint's current need (see the module
     /// comment).
     pub(crate) fn refresh_floors(&mut self) {
-        let (k, cp_bytes) = self.cp_need();
+        let (k, two, cp_bytes) = self.cp_need_parts(0);
         // The copy floor also keeps back what the checkpoint after the next needs: a
         // checkpoint that left less took the last free blocks and none could be written again
         // (4 KiB NOR sectors). The share is capped ([`Fs::cp_need_two`]).
         let spares = self.store.p().bad_reserve;
-        let log = self.cp_need_two_after(k) + spares;
+        let log = self.capped_two(k, two) + spares;
         let user = (self.store.p().gc_reserve + spares).max(log + 1 + self.gc_headroom(cp_bytes));
         self.store.set_floors(k, log, user);
     }
