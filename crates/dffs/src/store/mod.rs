@@ -241,6 +241,15 @@ impl<F: Flash> Store<F> {
         self.table.free_count()
     }
 
+    /// Erase count of the free block the next allocation for a hot log would take (the anchor
+    /// area's held-back spares are not in circulation and do not count), or `None` when no
+    /// block is free.
+    pub fn next_free_ec(&self) -> Option<u32> {
+        self.table
+            .pick_free(false, |b| self.phys(b) == b)
+            .map(|b| self.table.get(b).ec)
+    }
+
     /// Blocks waiting for the next checkpoint to become free.
     pub fn pending_blocks(&self) -> u32 {
         self.table.count(BlockState::PendingErase)
