@@ -470,6 +470,86 @@ pub fn write<F: Flash>(
     Err(Error::Io)
 }
 
+/// Anchor wear leveling, before a checkpoint that will start a block (erase the other anchor):
+/// when that anchor has been erased more than once above the mean of the blocks in circulation
+/// (anchors and bad blocks aside) and a free block of the anchor area has been erased at least
+/// two times less, that block takes its place in the parameters. The block table the
+/// checkpoint writes then records the pair it names: the new anchor as `Anchor`, the old one as
+/// `PendingErase` (free once the checkpoint is written; until then it is never handed out, and
+/// a checkpoint cut before that names the old pair). True when the anchor moved.
+///
+/// Must run before the checkpoint's block-table pages are written. A cut while the first slot
+/// of the new anchor is written leaves a block that the table calls free with a programmed
+/// first slot: mount looks for one ([`moved_anchor_attempt`]).
+pub fn level_anchors<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> bool {
+    let p = st.p();
+    if pos.may_append && pos.slot + 3 < slots_per_block(&p) {
+        return false;
+    }
+    let other = pos.anchor ^ 1;
+    let worn = p.anchors[other];
+    if worn >= p.geometry.blocks {
+        return false;
+    }
+    let wec = st.block(worn).ec as u64;
+    let (mut sum, mut n) = (0u64, 0u64);
+    for (_, e) in st.blocks() {
+        if !matches!(e.state(), BlockState::Bad | BlockState::Anchor) {
+            sum += e.ec as u64;
+            n += 1;
+        }
+    }
+    // `wec > mean + 1`, in integers.
+    if n == 0 || wec * n <= sum + n {
+        return false;
+    }
+    let area = ANCHOR_AREA.min(p.geometry.blocks);
+    let young = (0..area)
+        .filter(|&b| {
+            !p.anchors.contains(&b)
+                && st.phys(b) == b
+                && matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
+        })
+        .min_by_key(|&b| st.block(b).ec);
+    let Some(young) = young else {
+        return false;
+    };
+    if st.block(young).ec as u64 + 2 > wec {
+        return false;
+    }
+    let mut np = p;
+    np.anchors[other] = young;
+    st.set_params(np);
+    st.set_state(young, BlockState::Anchor);
+    st.set_state(worn, BlockState::PendingErase);
+    true
+}
+
+/// Whether a free block of the anchor area has a programmed first slot: a checkpoint that moved
+/// an anchor there ([`level_anchors`]) was cut while it was written. Such a slot may read as a
+/// valid checkpoint at a later mount, numbered like the next one this mount writes, and name
+/// the block as an anchor after it has been reused: the caller writes its checkpoint again
+/// with a higher number ([`restamp`]). The blocks found are marked `Free` (erased before use).
+/// Needs the loaded block table; reads one slot per free block of the area.
+pub fn moved_anchor_attempt<F: Flash>(st: &mut Store<F>) -> Result<bool> {
+    let p = st.p();
+    let area = ANCHOR_AREA.min(p.geometry.blocks);
+    let mut found = false;
+    for b in 0..area {
+        if p.anchors.contains(&b)
+            || st.phys(b) != b
+            || !matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
+        {
+            continue;
+        }
+        if slot_used(st, b, 0, p.cp_slot)? {
+            st.set_state(b, BlockState::Free);
+            found = true;
+        }
+    }
+    Ok(found)
+}
+
 /// Replaces anchor `anchor` (which failed) by a free block of the anchor area and retires it.
 fn replace_anchor<F: Flash>(st: &mut Store<F>, anchor: usize) -> Result<()> {
     let area = ANCHOR_AREA.min(st.p().geometry.blocks);

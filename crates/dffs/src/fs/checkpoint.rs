@@ -169,6 +169,13 @@ impl<F: Flash> Fs<F> {
         if let Err(e) = self.debug_check_blocks() {
             panic!("at checkpoint start: {e}");
         }
+        // 0. A worn anchor that this checkpoint would erase gives its place to a younger free
+        //    block of the anchor area (the table written in step 5 records the move). The move
+        //    takes a free block until the checkpoint is written: only when this checkpoint and
+        //    the next have room beyond it (leveling is never urgent).
+        if self.rewrite_fits() {
+            checkpoint::level_anchors(&mut self.store, self.cp.anchor);
+        }
         // 1. Dirty inodes (so directory slots get real addresses), orphans included.
         let dirty: Vec<Ino> = self
             .inodes
