@@ -530,15 +530,27 @@ pub fn level_anchors<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> bool {
 /// valid checkpoint at a later mount, numbered like the next one this mount writes, and name
 /// the block as an anchor after it has been reused: the caller writes its checkpoint again
 /// with a higher number ([`restamp`]). The blocks found are marked `Free` (erased before use).
-/// Needs the loaded block table; reads one slot per free block of the area.
-pub fn moved_anchor_attempt<F: Flash>(st: &mut Store<F>) -> Result<bool> {
+///
+/// Needs the loaded block table. Only blocks a move after the checkpoint at `pos` could have
+/// taken are read: a move takes a block at least two erases younger than the anchor it
+/// replaces, the anchor `pos` does not hold, whose erase count no write after that checkpoint
+/// changed (nor those of the free blocks). So a mount reads no slot at all until the anchors
+/// have worn ahead of the free blocks of their area.
+pub fn moved_anchor_attempt<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> Result<bool> {
     let p = st.p();
+    let worn = p.anchors[pos.anchor ^ 1];
+    if worn >= p.geometry.blocks {
+        return Ok(false);
+    }
+    let wec = st.block(worn).ec;
     let area = ANCHOR_AREA.min(p.geometry.blocks);
     let mut found = false;
     for b in 0..area {
+        let e = st.block(b);
         if p.anchors.contains(&b)
             || st.phys(b) != b
-            || !matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
+            || !matches!(e.state(), BlockState::Free | BlockState::Erased)
+            || e.ec.saturating_add(2) > wec
         {
             continue;
         }

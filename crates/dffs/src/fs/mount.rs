@@ -321,8 +321,8 @@ impl<F: Flash> Fs<F> {
         }
         // A checkpoint that moved an anchor into a free block of the area, cut (see
         // `checkpoint::level_anchors`), is the same danger as a cut attempt after the choice.
-        let restamp =
-            restamp || (!self.cfg.read_only && checkpoint::moved_anchor_attempt(&mut self.store)?);
+        let restamp = restamp
+            || (!self.cfg.read_only && checkpoint::moved_anchor_attempt(&mut self.store, pos)?);
         if restamp {
             let may_append = self.cp.anchor.may_append;
             let mut at = checkpoint::restamp(&mut self.store, &mut cp, pos)?;
