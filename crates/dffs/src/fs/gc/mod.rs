@@ -99,13 +99,17 @@ impl<F: Flash> Fs<F> {
         })
     }
 
+    /// Free blocks below which background collection runs: the reserve, the heads, two, and
+    /// a thirty-second of the device (at least 4), so that bounded steps keep up with writes.
+    pub(crate) fn background_low(&self) -> u32 {
+        let p = self.store.p();
+        self.store.reserve_blocks() + p.head_count() as u32 + 2 + (p.geometry.blocks / 32).max(4)
+    }
+
     /// Background collection after an operation: a bounded step when free blocks run low.
     pub(crate) fn gc_background(&mut self) -> Result<()> {
         // Start early enough that bounded steps keep up with the writes.
-        let low = self.store.reserve_blocks()
-            + self.store.p().head_count() as u32
-            + 2
-            + (self.store.p().geometry.blocks / 32).max(4);
+        let low = self.background_low();
         if self.store.free_blocks() > low
             && self.gc.victim.is_none()
             && !self.wl_due()
