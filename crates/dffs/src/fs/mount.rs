@@ -226,8 +226,18 @@ impl<F: Flash> Fs<F> {
             }
         }
         self.store.load_table(blocks, &changed);
-        // The records on flash do not count the block-table pages; RAM does.
+        // The records on flash do not count the block-table pages; RAM does. A page must sit
+        // in a block the table says holds a log's nodes: a damaged checkpoint naming a stale
+        // page left in a free block (an anchor that moved away, say) would credit live bytes
+        // to a block the allocator hands out.
         for a in &cp.bt_pages {
+            let b = p.block_of(*a);
+            if !matches!(
+                self.store.block(b).state(),
+                BlockState::Used | BlockState::Head
+            ) {
+                return Err(Error::Corrupt);
+            }
             self.store.account_bt_page(*a, true);
         }
         // (find_newest set the checkpoint's remaps.)
