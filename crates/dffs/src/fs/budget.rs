@@ -438,6 +438,24 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
+    /// Before a transaction begins: the journal must be able to leave its current block (a
+    /// block set aside and named by it), so that the commit has a whole block to go to
+    /// whatever the transaction's own records take (they never take that block:
+    /// [`crate::journal::JournalWriter::set_keep_next`]). A journal whose chain ends at its
+    /// current block needs a checkpoint to start it afresh. `NoSpace` when neither can be had.
+    pub(crate) fn make_commit_room(&mut self) -> Result<()> {
+        // (Without a block set aside, the checkpoint starts the journal afresh and sets one
+        // aside if it can.)
+        if !self.journal.holds_next(&self.store) {
+            self.checkpoint_inner(false)?;
+        }
+        if self.journal.holds_next(&self.store) {
+            Ok(())
+        } else {
+            Err(Error::NoSpace)
+        }
+    }
+
     /// Work done after every modifying operation: a bounded step of garbage collection when
     /// free blocks run low, and a checkpoint when the journal or dirty metadata is large.
     /// `NoSpace` from either is not the operation's failure (it has been applied).

@@ -16,6 +16,12 @@ impl<F: Flash> Fs<F> {
     /// Appends a record to the journal (after a recovery checkpoint if one is due).
     pub(crate) fn journal(&mut self, rec: &Record) -> Result<()> {
         self.ensure_writable()?;
+        // An open transaction's own records leave its commit a whole block: without one, a
+        // commit found the journal full at its block's end with no block to move to, after
+        // every operation of the transaction had succeeded (4 KiB NOR chained cuts, churn
+        // seed 109: `commit_transaction: ENOSPC`). Such a record is refused instead.
+        self.journal
+            .set_keep_next(self.txn.open.is_some() && !self.txn.committing);
         self.journal.record_remaps(&mut self.store, Priority::Log)?;
         match self
             .journal

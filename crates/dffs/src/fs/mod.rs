@@ -120,6 +120,9 @@ impl OpenFiles {
 struct Txn {
     next: Tid,
     open: Option<Tid>,
+    /// The open transaction is being committed (its records may take the journal's last
+    /// block).
+    committing: bool,
 }
 
 /// The position of the last checkpoint: its anchor slot and its block-table pages.
@@ -200,6 +203,7 @@ impl<F: Flash> Fs<F> {
             txn: Txn {
                 next: 1,
                 open: None,
+                committing: false,
             },
             mount: MountState::default(),
             counts: Counts::default(),

@@ -47,6 +47,10 @@ pub(crate) struct JournalWriter {
     /// written yet (it failed): no record may be appended before one is, since replay would
     /// never reach it.
     unlinked: bool,
+    /// Moves keep the block after the next one (a transaction is open and not committing):
+    /// a move happens only when the block after its target can be set aside first, so the
+    /// target stays whole for the commit.
+    keep_next: bool,
 }
 
 impl Default for JournalWriter {
@@ -57,11 +61,28 @@ impl Default for JournalWriter {
             bytes: 0,
             chain_ends: false,
             unlinked: false,
+            keep_next: false,
         }
     }
 }
 
 impl JournalWriter {
+    /// While `on`, the journal moves into its reserved block only when the block after it can
+    /// be set aside first (`NoSpace` with nothing changed otherwise): records of an open
+    /// transaction must leave its commit a whole block to go to.
+    pub fn set_keep_next(&mut self, on: bool) {
+        self.keep_next = on;
+    }
+
+    /// Whether the journal can leave its current block: a block is set aside for it and the
+    /// current block's link names it.
+    pub fn holds_next<F: Flash>(&self, st: &Store<F>) -> bool {
+        !self.chain_ends
+            && !self.unlinked
+            && self.next != u32::MAX
+            && st.block(self.next).state() == BlockState::Reserved
+    }
+
     /// The reserved next block (`u32::MAX` when there is none).
     pub fn next(&self) -> u32 {
         self.next
@@ -216,6 +237,14 @@ impl JournalWriter {
         };
         self.reserve_next(st, prio)?;
         let b = self.next;
+        // Keeping the block after it: that one is set aside before anything moves.
+        let after = if self.keep_next && !fresh {
+            let n = st.alloc_block(LogKind::Journal, prio)?;
+            st.set_state(n, BlockState::Reserved);
+            Some(n)
+        } else {
+            None
+        };
         self.next = u32::MAX;
         st.open_head_in(LogKind::Journal, b)?;
         self.last = b;
@@ -225,10 +254,13 @@ impl JournalWriter {
         // block's records part of the journal; a move that stopped here, without one, lost
         // a transaction's commit record written next: 4 KiB NOR chained cuts, links seed 119)
         // and the link names no next block.
-        match self.reserve_next(st, prio) {
-            Ok(()) => {}
-            Err(Error::NoSpace) => self.chain_ends = true,
-            Err(e) => return Err(e),
+        match after {
+            Some(n) => self.next = n,
+            None => match self.reserve_next(st, prio) {
+                Ok(()) => {}
+                Err(Error::NoSpace) => self.chain_ends = true,
+                Err(e) => return Err(e),
+            },
         }
         let link = Record::Link {
             prev,
@@ -299,6 +331,66 @@ mod tests {
             }
         }
         let want: Vec<u64> = (1..=accepted).collect();
+        assert_eq!(commits, want);
+    }
+
+    /// While a transaction's records keep the next block (`set_keep_next`), they never move
+    /// the journal into its reserved block unless the block after it is set aside first: they
+    /// are refused with the reserved block still whole, and the commit (no longer keeping it)
+    /// moves there and is found by the reader. Before, the records took the reserved block and
+    /// the commit found the journal full with no block to move to.
+    #[test]
+    fn a_transaction_leaves_its_commit_the_reserved_block() {
+        let g = nor_geometry(48);
+        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        let mut st = Store::new(RamFlash::new(g), p);
+        let mut jw = JournalWriter::default();
+        jw.reserve_next(&mut st, Priority::Reserve).unwrap();
+        jw.restart(&mut st).unwrap();
+        let first = st.head(LogKind::Journal).block();
+        let next = jw.next();
+        let free = st.free_blocks();
+        st.set_floors(free, free, free);
+        jw.set_keep_next(true);
+        let mut accepted = 0u64;
+        loop {
+            match jw.append_record(
+                &mut st,
+                &Record::TxCommit { tid: accepted + 1 },
+                Priority::Log,
+            ) {
+                Ok(_) => accepted += 1,
+                Err(Error::NoSpace) => break,
+                Err(e) => panic!("append: {e:?}"),
+            }
+            assert!(accepted < 10_000, "the journal never filled");
+        }
+        assert_eq!(
+            st.head(LogKind::Journal).block(),
+            first,
+            "a record took the reserved block"
+        );
+        assert!(jw.holds_next(&st));
+        jw.set_keep_next(false);
+        let commit = accepted + 1;
+        jw.append_record(&mut st, &Record::TxCommit { tid: commit }, Priority::Log)
+            .expect("the commit found no room");
+        assert_eq!(st.head(LogKind::Journal).block(), next);
+        let start = ScanStart {
+            block: first,
+            off: 0,
+            next,
+            next_seq: 0,
+            clean: false,
+        };
+        let mut scan = JournalScan::new(&mut st, start).unwrap();
+        let mut commits = Vec::new();
+        while let Some(rec) = scan.next(&mut st).unwrap() {
+            if let Record::TxCommit { tid } = rec {
+                commits.push(tid);
+            }
+        }
+        let want: Vec<u64> = (1..=commit).collect();
         assert_eq!(commits, want);
     }
 }

@@ -272,6 +272,7 @@ impl<F: Flash> Fs<F> {
             }
             fs.sync()?;
             fs.make_transaction_room()?;
+            fs.make_commit_room()?;
             let t = fs.txn.next;
             fs.txn.next += 1;
             fs.txn.open = Some(t);
@@ -284,12 +285,16 @@ impl<F: Flash> Fs<F> {
         self.guard(|fs| {
             let tid = fs.txn.open.ok_or(Error::Invalid)?;
             let inos: Vec<Ino> = fs.open.with_overlay();
-            for ino in inos {
-                fs.commit_ino(ino)?;
-            }
-            fs.journal(&Record::TxCommit { tid })?;
-            fs.journal_flush()?;
+            fs.txn.committing = true;
+            let r = inos
+                .into_iter()
+                .try_for_each(|ino| fs.commit_ino(ino))
+                .and_then(|()| fs.journal(&Record::TxCommit { tid }))
+                .and_then(|()| fs.journal_flush());
+            fs.txn.committing = false;
+            r?;
             fs.txn.open = None;
+            fs.journal.set_keep_next(false);
             fs.after_op()
         })
     }
@@ -308,6 +313,7 @@ impl<F: Flash> Fs<F> {
     /// Drops all RAM state and reloads from flash (what a power cut and remount would do).
     pub(crate) fn abort(&mut self) -> Result<()> {
         self.txn.open = None;
+        self.journal.set_keep_next(false);
         for o in self.open.files.values_mut() {
             o.overlay = None;
         }
