@@ -554,12 +554,32 @@ pub fn moved_anchor_attempt<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> Resu
         {
             continue;
         }
-        if slot_used(st, b, 0, p.cp_slot)? {
+        // A block that was an anchor before holds its old checkpoints: valid ones of this
+        // file system are no cut attempt (one that reads as valid now would be newer than the
+        // choice and have been chosen). Only a used first slot without one is.
+        if slot_used(st, b, 0, p.cp_slot)? && !holds_checkpoint_of(st, b, p.fs_id, p.cp_slot)? {
             st.set_state(b, BlockState::Free);
             found = true;
         }
     }
     Ok(found)
+}
+
+/// Whether one of the first two slots of `block` holds a valid checkpoint of file system `fs_id`.
+fn holds_checkpoint_of<F: Flash>(
+    st: &mut Store<F>,
+    block: u32,
+    fs_id: u64,
+    cp_slot: u32,
+) -> Result<bool> {
+    for slot in [0u32, 1] {
+        if let Some(c) = read_slot(st, block, slot, cp_slot)? {
+            if c.params.fs_id == fs_id {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// Replaces anchor `anchor` (which failed) by a free block of the anchor area and retires it.
