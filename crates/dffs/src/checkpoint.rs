@@ -391,14 +391,7 @@ pub fn cut_attempt_after<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> Result<
     if other >= p.geometry.blocks || !slot_used(st, other, 0, p.cp_slot)? {
         return Ok(false);
     }
-    for slot in [0u32, 1] {
-        if let Some(c) = read_slot(st, other, slot, p.cp_slot)? {
-            if c.params.fs_id == p.fs_id {
-                return Ok(false);
-            }
-        }
-    }
-    Ok(true)
+    Ok(!holds_checkpoint_of(st, other, p.fs_id, p.cp_slot)?)
 }
 
 /// Makes a mount's choice of checkpoint `cp` (found at `pos`) durable when
