@@ -313,13 +313,18 @@ fn newest_in_block<F: Flash>(
 
 /// Finds the newest checkpoint on the device. `st.p()` only needs a correct geometry; the
 /// parameters found are returned inside the checkpoint.
-pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos)> {
+///
+/// Also returns which blocks of the anchor area (bit `b` for block `b`) hold a valid checkpoint
+/// of this file system in their first two slots, as read on the way (for
+/// [`moved_anchor_attempt`]).
+pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos, u32)> {
     let g = st.p().geometry;
     let area = ANCHOR_AREA.min(g.blocks);
     // Any valid first slot names both anchors. But an anchor that went bad is replaced by
     // another block of the area, and the first slot of the replacement names the new pair: the
     // newest first slot of the area decides.
     let mut found: Option<Checkpoint> = None;
+    let mut valid_first: Vec<(u32, u64)> = Vec::new();
     for b in 0..area {
         for slot in [0u32, 1] {
             let cp_slot = match (g.kind, &found) {
@@ -329,6 +334,7 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
             };
             if let Some(cp) = read_slot(st, b, slot, cp_slot)? {
                 if cp.params.geometry.same_layout(&g) {
+                    valid_first.push((b, cp.params.fs_id));
                     let newer = match &found {
                         None => true,
                         Some(f) => cp.params.fs_id == f.params.fs_id && cp.cp_number > f.cp_number,
@@ -343,6 +349,10 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
     }
     let first = found.ok_or(Error::NoFileSystem)?;
     let p = first.params;
+    let holding = valid_first
+        .iter()
+        .filter(|&&(_, id)| id == p.fs_id)
+        .fold(0u32, |m, &(b, _)| m | 1 << b);
     st.set_params(p);
     st.set_remaps(first.remaps.clone());
     let mut best: Option<(Checkpoint, AnchorPos)> = None;
@@ -371,7 +381,7 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
     let (cp, pos) = best.ok_or(Error::NoFileSystem)?;
     st.set_params(cp.params);
     st.set_remaps(cp.remaps.clone());
-    Ok((cp, pos))
+    Ok((cp, pos, holding))
 }
 
 /// Whether the anchors hold a checkpoint cut while it was written after the newest valid one
@@ -524,12 +534,16 @@ pub fn level_anchors<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> bool {
 /// the block as an anchor after it has been reused: the caller writes its checkpoint again
 /// with a higher number ([`restamp`]). The blocks found are marked `Free` (erased before use).
 ///
-/// Needs the loaded block table. Only blocks a move after the checkpoint at `pos` could have
-/// taken are read: a move takes a block at least two erases younger than the anchor it
-/// replaces, the anchor `pos` does not hold, whose erase count no write after that checkpoint
-/// changed (nor those of the free blocks). So a mount reads no slot at all until the anchors
-/// have worn ahead of the free blocks of their area.
-pub fn moved_anchor_attempt<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> Result<bool> {
+/// Needs the loaded block table and `holding` from [`find_newest`]. Only blocks a move after
+/// the checkpoint at `pos` could have taken are read: a move takes a block at least two erases
+/// younger than the anchor it replaces, the anchor `pos` does not hold, whose erase count no
+/// write after that checkpoint changed (nor those of the free blocks). So a mount reads no slot
+/// at all until the anchors have worn ahead of the free blocks of their area.
+pub fn moved_anchor_attempt<F: Flash>(
+    st: &mut Store<F>,
+    pos: AnchorPos,
+    holding: u32,
+) -> Result<bool> {
     let p = st.p();
     let worn = p.anchors[pos.anchor ^ 1];
     if worn >= p.geometry.blocks {
@@ -549,8 +563,9 @@ pub fn moved_anchor_attempt<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> Resu
         }
         // A block that was an anchor before holds its old checkpoints: valid ones of this
         // file system are no cut attempt (one that reads as valid now would be newer than the
-        // choice and have been chosen). Only a used first slot without one is.
-        if slot_used(st, b, 0, p.cp_slot)? && !holds_checkpoint_of(st, b, p.fs_id, p.cp_slot)? {
+        // choice and have been chosen). Only a used first slot without one is. (`holding`:
+        // what `find_newest` read, so that old anchors cost no read here.)
+        if holding & (1 << b) == 0 && slot_used(st, b, 0, p.cp_slot)? {
             st.set_state(b, BlockState::Free);
             found = true;
         }

@@ -140,7 +140,7 @@ impl<F: Flash> Fs<F> {
         // in RAM only, and the victim is whole again in the reloaded block table.
         self.gc.victim = None;
         self.gc.pos = 0;
-        let (mut cp, pos) = checkpoint::find_newest(&mut self.store)?;
+        let (mut cp, pos, holding) = checkpoint::find_newest(&mut self.store)?;
         // A checkpoint cut while it was written after this one may read as valid at a later
         // mount and win over everything written from now on (a block it names, free in this
         // checkpoint, reused and erased: `read: Io` after the next cut). Before anything else
@@ -332,7 +332,8 @@ impl<F: Flash> Fs<F> {
         // A checkpoint that moved an anchor into a free block of the area, cut (see
         // `checkpoint::level_anchors`), is the same danger as a cut attempt after the choice.
         let restamp = restamp
-            || (!self.cfg.read_only && checkpoint::moved_anchor_attempt(&mut self.store, pos)?);
+            || (!self.cfg.read_only
+                && checkpoint::moved_anchor_attempt(&mut self.store, pos, holding)?);
         if restamp {
             let may_append = self.cp.anchor.may_append;
             let mut at = checkpoint::restamp(&mut self.store, &mut cp, pos)?;
