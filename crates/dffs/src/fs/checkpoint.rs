@@ -171,9 +171,10 @@ impl<F: Flash> Fs<F> {
         }
         // 0. A worn anchor that this checkpoint would erase gives its place to a younger free
         //    block of the anchor area (the table written in step 5 records the move). The move
-        //    takes a free block until the checkpoint is written: only when this checkpoint and
-        //    the next have room beyond it (leveling is never urgent).
-        if self.rewrite_fits() {
+        //    takes a free block until the checkpoint is written: only when free blocks are
+        //    not scarce (as for static leveling; with only the next two checkpoints' room
+        //    beyond it, a 4 KiB NOR chain of cuts ended in `checkpoint: NoSpace`).
+        if self.rewrite_fits() && self.store.free_blocks() > self.background_low() {
             checkpoint::level_anchors(&mut self.store, self.cp.anchor);
         }
         // 1. Dirty inodes (so directory slots get real addresses), orphans included.
