@@ -278,6 +278,26 @@ mod tests {
     use crate::journal::{JournalScan, ScanStart};
     use dffs_testkit::ram_flash::{nor_geometry, RamFlash};
 
+    /// The `JTxCommit` ids replay finds in a journal that starts at `first` with `next` set
+    /// aside.
+    fn replayed_commits(st: &mut Store<RamFlash>, first: u32, next: u32) -> Vec<u64> {
+        let start = ScanStart {
+            block: first,
+            off: 0,
+            next,
+            next_seq: 0,
+            clean: false,
+        };
+        let mut scan = JournalScan::new(st, start).unwrap();
+        let mut commits = Vec::new();
+        while let Some(rec) = scan.next(st).unwrap() {
+            if let Record::TxCommit { tid } = rec {
+                commits.push(tid);
+            }
+        }
+        commits
+    }
+
     /// Every record the writer accepts is found by the reader, also when the journal moves
     /// into its reserved block while no block can be set aside after it (a move that stopped
     /// half way left the new block without its link, and the commit record appended to it
@@ -316,20 +336,7 @@ mod tests {
             "the journal did not move into its reserved block"
         );
         assert_eq!(jw.next(), u32::MAX);
-        let start = ScanStart {
-            block: first,
-            off: 0,
-            next,
-            next_seq: 0,
-            clean: false,
-        };
-        let mut scan = JournalScan::new(&mut st, start).unwrap();
-        let mut commits = Vec::new();
-        while let Some(rec) = scan.next(&mut st).unwrap() {
-            if let Record::TxCommit { tid } = rec {
-                commits.push(tid);
-            }
-        }
+        let commits = replayed_commits(&mut st, first, next);
         let want: Vec<u64> = (1..=accepted).collect();
         assert_eq!(commits, want);
     }
@@ -376,20 +383,7 @@ mod tests {
         jw.append_record(&mut st, &Record::TxCommit { tid: commit }, Priority::Log)
             .expect("the commit found no room");
         assert_eq!(st.head(LogKind::Journal).block(), next);
-        let start = ScanStart {
-            block: first,
-            off: 0,
-            next,
-            next_seq: 0,
-            clean: false,
-        };
-        let mut scan = JournalScan::new(&mut st, start).unwrap();
-        let mut commits = Vec::new();
-        while let Some(rec) = scan.next(&mut st).unwrap() {
-            if let Record::TxCommit { tid } = rec {
-                commits.push(tid);
-            }
-        }
+        let commits = replayed_commits(&mut st, first, next);
         let want: Vec<u64> = (1..=commit).collect();
         assert_eq!(commits, want);
     }
