@@ -10,7 +10,6 @@ use alloc::vec::Vec;
 
 use super::page::{BucketPage, DirPageId};
 use super::pages::{Item, ItemKey};
-use super::slots::count_used;
 use super::Dirs;
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
@@ -47,7 +46,7 @@ impl Dirs {
             // Drop empty overflow pages.
             let mut keep: Vec<&BucketPage> = Vec::new();
             for (k, pg) in pages.iter().enumerate() {
-                if k == 0 || count_used(&pg.slots) > 0 {
+                if k == 0 || pg.slots.used() > 0 {
                     keep.push(pg);
                 }
             }
@@ -58,10 +57,8 @@ impl Dirs {
                 nb.w.u32(b)
                     .u32(k as u32)
                     .u32(next.0)
-                    .u32(count_used(&keep[k].slots) as u32);
-                for s in &keep[k].slots {
-                    nb.w.u32(s.ptr).u32(s.key);
-                }
+                    .u32(keep[k].slots.used() as u32);
+                keep[k].slots.encode(&mut nb.w);
                 let cur = nb.w.len() as u32;
                 nb.w.fill(0, (p.dir_page - cur) as usize);
                 let a = st.write_node(LogKind::Dir, nb, Priority::Reserve)?;

@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 
 use super::page::{bucket_capacity, table_page_capacity, BucketPage, DirRoot, SPLIT_LOAD_16THS};
 use super::pages::{Cached, Item, ItemKey};
-use super::slots::{table_insert, Slot};
+use super::slots::{Slot, SlotTable};
 use super::Dirs;
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
@@ -29,13 +29,8 @@ impl Dirs {
         let ri = self.load_root(st, map, ino)?;
         let moved: Vec<Slot> = match &mut self.pages.at(ri).page {
             Item::Root(r) => {
-                let v = r
-                    .embedded
-                    .iter()
-                    .copied()
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                r.embedded = Vec::new();
+                let v = r.embedded.iter().collect();
+                r.embedded = SlotTable::empty(0);
                 r.level = 1;
                 r.split = 0;
                 r.nbuckets = 2;
@@ -56,7 +51,7 @@ impl Dirs {
                     addr: Addr::NONE,
                     page: Item::Bucket(
                         vec![BucketPage {
-                            slots: vec![Slot::EMPTY; cap],
+                            slots: SlotTable::empty(cap),
                         }],
                         vec![Addr::NONE],
                     ),
@@ -95,11 +90,7 @@ impl Dirs {
             self.grow_table(st, map, ino, name_len)?;
             let bi = self.load_bucket(st, map, ino, split)?;
             let all: Vec<Slot> = match &mut self.pages.at(bi).page {
-                Item::Bucket(pages, _) => pages
-                    .iter()
-                    .flat_map(|p| p.slots.iter().copied())
-                    .filter(|s| !s.is_empty())
-                    .collect(),
+                Item::Bucket(pages, _) => pages.iter().flat_map(|p| p.slots.iter()).collect(),
                 _ => return Err(Error::Corrupt),
             };
             // Old bucket keeps its first page address (rewritten at flush); overflow pages die.
@@ -115,7 +106,7 @@ impl Dirs {
             let capu = cap as usize;
             self.pages.at(bi).page = Item::Bucket(
                 vec![BucketPage {
-                    slots: vec![Slot::EMPTY; capu],
+                    slots: SlotTable::empty(capu),
                 }],
                 vec![old_first],
             );
@@ -129,7 +120,7 @@ impl Dirs {
                     addr: Addr::NONE,
                     page: Item::Bucket(
                         vec![BucketPage {
-                            slots: vec![Slot::EMPTY; capu],
+                            slots: SlotTable::empty(capu),
                         }],
                         vec![Addr::NONE],
                     ),
@@ -246,9 +237,9 @@ impl Dirs {
             r.nbuckets = 0;
             r.table = Vec::new();
             r.paged = false;
-            r.embedded = vec![Slot::EMPTY; DirRoot::embedded_capacity(&p, r.name.len())];
+            r.embedded = SlotTable::empty(DirRoot::embedded_capacity(&p, r.name.len()));
             for s in all {
-                if !table_insert(&mut r.embedded, s) {
+                if !r.embedded.insert(s) {
                     return Err(Error::Corrupt);
                 }
             }

@@ -15,14 +15,13 @@ pub(crate) mod page;
 mod pages;
 pub(crate) mod slots;
 
-use alloc::vec;
 use alloc::vec::Vec;
 
 use page::{bucket_capacity, BucketPage, SPLIT_LOAD_16THS};
 pub(crate) use page::{DirPageId, DirRoot, RawEntry};
 use pages::{Cached, DirPages, Item, ItemKey};
+use slots::SlotTable;
 pub(crate) use slots::{check_name, name_hash, name_key, order_key, Slot, PLACEHOLDER};
-use slots::{count_used, table_candidates, table_insert, table_remove};
 
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
@@ -109,7 +108,7 @@ impl Dirs {
         let b = match &self.pages.at_ref(ri).page {
             Item::Root(r) => {
                 if r.nbuckets == 0 {
-                    table_candidates(&r.embedded, hash, &mut out);
+                    r.embedded.candidates(hash, &mut out);
                     return Ok(out);
                 }
                 r.bucket_of(hash)
@@ -119,7 +118,7 @@ impl Dirs {
         let bi = self.load_bucket(st, map, ino, b)?;
         if let Item::Bucket(pages, _) = &self.pages.at_ref(bi).page {
             for p in pages {
-                table_candidates(&p.slots, hash, &mut out);
+                p.slots.candidates(hash, &mut out);
             }
         }
         Ok(out)
@@ -144,9 +143,7 @@ impl Dirs {
                 }
                 if r.nbuckets == 0 {
                     let cap = r.embedded.len() as u64;
-                    if (r.entries as u64) * 16 <= cap * SPLIT_LOAD_16THS
-                        && table_insert(&mut r.embedded, s)
-                    {
+                    if (r.entries as u64) * 16 <= cap * SPLIT_LOAD_16THS && r.embedded.insert(s) {
                         return Ok(());
                     }
                 }
@@ -179,13 +176,13 @@ impl Dirs {
         self.pages.set_dirty(bi, true);
         if let Item::Bucket(pages, addrs) = &mut self.pages.at(bi).page {
             for p in pages.iter_mut() {
-                if count_used(&p.slots) < cap && table_insert(&mut p.slots, s) {
+                if p.slots.used() < cap && p.slots.insert(s) {
                     return Ok(());
                 }
             }
             // Every page of the chain is full: add an overflow page (a virtual DirInode).
-            let mut slots = vec![Slot::EMPTY; cap];
-            table_insert(&mut slots, s);
+            let mut slots = SlotTable::empty(cap);
+            slots.insert(s);
             pages.push(BucketPage { slots });
             addrs.push(Addr::NONE);
         }
@@ -204,7 +201,7 @@ impl Dirs {
         let b = match &mut self.pages.at(ri).page {
             Item::Root(r) => {
                 if r.nbuckets == 0 {
-                    if !table_remove(&mut r.embedded, s) {
+                    if !r.embedded.remove(s) {
                         return Err(Error::Corrupt);
                     }
                     r.entries = r.entries.saturating_sub(1);
@@ -222,7 +219,7 @@ impl Dirs {
         let mut removed = false;
         if let Item::Bucket(pages, _) = &mut self.pages.at(bi).page {
             for p in pages.iter_mut() {
-                if table_remove(&mut p.slots, s) {
+                if p.slots.remove(s) {
                     removed = true;
                     break;
                 }
@@ -265,12 +262,9 @@ impl Dirs {
         let b = match &mut self.pages.at(ri).page {
             Item::Root(r) => {
                 if r.nbuckets == 0 {
-                    for s in r.embedded.iter_mut() {
-                        if *s == old {
-                            s.ptr = new_ptr;
-                            self.pages.set_dirty(ri, true);
-                            return Ok(());
-                        }
+                    if r.embedded.replace_ptr(old, new_ptr) {
+                        self.pages.set_dirty(ri, true);
+                        return Ok(());
                     }
                     return Err(Error::Corrupt);
                 }
@@ -281,12 +275,9 @@ impl Dirs {
         let bi = self.load_bucket(st, map, ino, b)?;
         if let Item::Bucket(pages, _) = &mut self.pages.at(bi).page {
             for p in pages.iter_mut() {
-                for s in p.slots.iter_mut() {
-                    if *s == old {
-                        s.ptr = new_ptr;
-                        self.pages.set_dirty(bi, true);
-                        return Ok(());
-                    }
+                if p.slots.replace_ptr(old, new_ptr) {
+                    self.pages.set_dirty(bi, true);
+                    return Ok(());
                 }
             }
         }
@@ -304,12 +295,7 @@ impl Dirs {
         let nb = match &self.pages.at_ref(ri).page {
             Item::Root(r) => {
                 if r.nbuckets == 0 {
-                    return Ok(r
-                        .embedded
-                        .iter()
-                        .copied()
-                        .filter(|s| !s.is_empty())
-                        .collect());
+                    return Ok(r.embedded.iter().collect());
                 }
                 r.nbuckets
             }
@@ -320,7 +306,7 @@ impl Dirs {
             let bi = self.load_bucket(st, map, ino, b)?;
             if let Item::Bucket(pages, _) = &self.pages.at_ref(bi).page {
                 for p in pages {
-                    out.extend(p.slots.iter().copied().filter(|s| !s.is_empty()));
+                    out.extend(p.slots.iter());
                 }
             }
         }
@@ -359,7 +345,7 @@ impl Dirs {
         }
         if nb == 0 {
             let v = match &self.pages.at_ref(ri).page {
-                Item::Root(r) => collect(&mut r.embedded.iter().copied()),
+                Item::Root(r) => collect(&mut r.embedded.iter()),
                 _ => return Err(Error::Corrupt),
             };
             return Ok((v, None));
@@ -378,9 +364,7 @@ impl Dirs {
         };
         let bi = self.load_bucket(st, map, ino, bucket)?;
         let v = match &self.pages.at_ref(bi).page {
-            Item::Bucket(pages, _) => {
-                collect(&mut pages.iter().flat_map(|p| p.slots.iter().copied()))
-            }
+            Item::Bucket(pages, _) => collect(&mut pages.iter().flat_map(|p| p.slots.iter())),
             _ => return Err(Error::Corrupt),
         };
         let next = range_end_prefix << shift;
@@ -406,17 +390,12 @@ impl Dirs {
                 r.name = name.to_vec();
                 if r.nbuckets == 0 {
                     let cap = DirRoot::embedded_capacity(&p, name.len());
-                    let old: Vec<Slot> = r
-                        .embedded
-                        .iter()
-                        .copied()
-                        .filter(|s| !s.is_empty())
-                        .collect();
-                    let mut fresh = vec![Slot::EMPTY; cap];
+                    let old: Vec<Slot> = r.embedded.iter().collect();
+                    let mut fresh = SlotTable::empty(cap);
                     let mut ok = (old.len() as u64) * 16 <= cap as u64 * SPLIT_LOAD_16THS;
                     if ok {
                         for s in &old {
-                            if !table_insert(&mut fresh, *s) {
+                            if !fresh.insert(*s) {
                                 ok = false;
                                 break;
                             }

@@ -13,10 +13,9 @@
 //! Owns these layouts (every page is `dir_page` bytes, zero filled) and what a decoder must
 //! reject. It must never touch flash or the cache.
 
-use alloc::vec;
 use alloc::vec::Vec;
 
-use super::slots::{count_used, decode_slots, encode_slots, Slot};
+use super::slots::{Slot, SlotTable};
 use crate::error::{Error, Result};
 use crate::format::attrs::{Attrs, Ino};
 use crate::format::codec::Reader;
@@ -45,7 +44,7 @@ pub struct DirRoot {
     /// Bucket pages (0: entries are embedded in this page).
     pub(crate) nbuckets: u32,
     /// Embedded slots (when `nbuckets == 0`).
-    pub(crate) embedded: Vec<Slot>,
+    pub(crate) embedded: SlotTable,
     /// Bucket page addresses when they fit in the root; table page addresses otherwise.
     pub(crate) table: Vec<Addr>,
     /// Whether `table` lists table pages (very large directories).
@@ -88,7 +87,7 @@ impl DirRoot {
             level: 0,
             split: 0,
             nbuckets: 0,
-            embedded: vec![Slot::EMPTY; Self::embedded_capacity(p, name.len())],
+            embedded: SlotTable::empty(Self::embedded_capacity(p, name.len())),
             table: Vec::new(),
             paged: false,
         }
@@ -120,7 +119,7 @@ impl DirRoot {
         w.bytes(&self.name);
         w.pad_to(8, 0);
         if self.nbuckets == 0 {
-            encode_slots(w, &self.embedded);
+            self.embedded.encode(w);
         } else {
             w.u32(self.table.len() as u32);
             for a in &self.table {
@@ -156,12 +155,12 @@ impl DirRoot {
         {
             return Err(Error::Corrupt);
         }
-        let mut embedded = Vec::new();
+        let mut embedded = SlotTable::empty(0);
         let mut table = Vec::new();
         if nbuckets == 0 {
             let cap = Self::embedded_capacity(p, name_len);
-            embedded = decode_slots(&mut r, cap)?;
-            if count_used(&embedded) as u32 != entries {
+            embedded = SlotTable::decode(&mut r, cap)?;
+            if embedded.used() as u32 != entries {
                 return Err(Error::Corrupt);
             }
         } else {
@@ -203,7 +202,7 @@ impl DirRoot {
 /// One page of a bucket chain (first page plus overflow pages) in RAM.
 #[derive(Clone, Debug)]
 pub(crate) struct BucketPage {
-    pub slots: Vec<Slot>,
+    pub slots: SlotTable,
 }
 
 /// Slots in one bucket page.

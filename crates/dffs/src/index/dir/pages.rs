@@ -9,7 +9,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::page::{bucket_capacity, table_page_capacity, BucketPage, DirRoot};
-use super::slots::{count_used, decode_slots, Slot, PLACEHOLDER};
+use super::slots::{SlotTable, PLACEHOLDER};
 use super::Dirs;
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
@@ -64,9 +64,9 @@ impl DirPages {
     /// RAM held by cached pages.
     pub fn ram_bytes(&self) -> usize {
         self.cache.ram_bytes(|c| match &c.page {
-            Item::Root(r) => r.embedded.capacity() * 8 + r.table.capacity() * 4 + r.name.capacity(),
+            Item::Root(r) => r.embedded.ram_bytes() + r.table.capacity() * 4 + r.name.capacity(),
             Item::Bucket(pages, addrs) => {
-                pages.iter().map(|p| p.slots.capacity() * 8).sum::<usize>() + addrs.capacity() * 4
+                pages.iter().map(|p| p.slots.ram_bytes()).sum::<usize>() + addrs.capacity() * 4
             }
             Item::Table(t) => t.capacity() * 4,
         })
@@ -160,8 +160,8 @@ impl DirPages {
     pub fn placeholders(&self, ino: Ino) -> Vec<Ino> {
         let mut v = Vec::new();
         for e in self.cache.iter().filter(|e| e.item.ino == ino && e.dirty) {
-            let mut scan = |slots: &[Slot]| {
-                for s in slots {
+            let mut scan = |slots: &SlotTable| {
+                for s in slots.iter() {
                     if s.is_placeholder() {
                         v.push(s.ptr & !PLACEHOLDER);
                     }
@@ -394,8 +394,8 @@ impl Dirs {
             {
                 return Err(Error::Corrupt);
             }
-            let slots = decode_slots(&mut r, cap)?;
-            if count_used(&slots) as u32 != count {
+            let slots = SlotTable::decode(&mut r, cap)?;
+            if slots.used() as u32 != count {
                 return Err(Error::Corrupt);
             }
             pages.push(BucketPage { slots });
@@ -404,7 +404,7 @@ impl Dirs {
         }
         if pages.is_empty() {
             pages.push(BucketPage {
-                slots: vec![Slot::EMPTY; cap],
+                slots: SlotTable::empty(cap),
             });
             addrs.push(Addr::NONE);
         }
