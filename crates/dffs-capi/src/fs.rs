@@ -16,7 +16,8 @@ use crate::types::*;
 
 /// A mounted file system (opaque to C; allocated by `dffs_mount`, freed by `dffs_unmount`).
 pub struct dffs_t {
-    pub(crate) fs: Fs<CFlash>,
+    /// Boxed on its own (mounted and unmounted in place): no copy of it crosses the stack.
+    pub(crate) fs: Box<Fs<CFlash>>,
     pub(crate) cfg: Config,
     /// A library bug was caught inside a call: nothing but unmount is allowed.
     pub(crate) poisoned: bool,
@@ -135,10 +136,11 @@ pub unsafe extern "C" fn dffs_mount(fs: *mut *mut dffs_t, cfg: *const dffs_confi
         let flash = unsafe { CFlash::new(cfg) }?;
         let c = unsafe { &*cfg };
         let config = core_config(c)?;
-        let mounted = match unsafe { CClock::of(cfg) } {
-            Some(clock) => Fs::mount_with_clock(flash, config, Box::new(clock)).map_err(|(e, _)| e),
-            None => Fs::mount(flash, config),
-        }?;
+        let clock: Box<dyn dffs::Clock> = match unsafe { CClock::of(cfg) } {
+            Some(clock) => Box::new(clock),
+            None => Box::new(dffs::NoClock),
+        };
+        let mounted = Fs::mount_boxed(flash, config, clock).map_err(|(e, _)| e)?;
         Ok(Box::new(dffs_t {
             fs: mounted,
             cfg: config,
@@ -173,7 +175,7 @@ pub unsafe extern "C" fn dffs_unmount(fs: *mut dffs_t) -> c_int {
         let _device = h.fs.into_flash();
         return DFFS_ERR_IO;
     }
-    match catch(move || h.fs.unmount().map(|_| ())) {
+    match catch(move || h.fs.try_unmount_boxed().map(|_| ()).map_err(|(e, _)| e)) {
         Some(Ok(())) => DFFS_ERR_OK,
         Some(Err(e)) => code(e) as c_int,
         None => DFFS_ERR_IO,

@@ -7,6 +7,7 @@
 //! used. Mount finds the newest checkpoint with a few reads: the first slot of each anchor, then
 //! a binary search for the last used slot. It must never decide *when* to checkpoint.
 
+use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -238,13 +239,14 @@ fn slot_offset(p: &Params, slot: u32, cp_slot: u32) -> u64 {
     slot as u64 * cp_slot as u64
 }
 
-/// Reads the checkpoint at `slot` of logical block `block`, if valid.
+/// Reads the checkpoint at `slot` of logical block `block`, if valid (boxed: mount compares
+/// several, and each copy on a microcontroller's stack costs its size).
 fn read_slot<F: Flash>(
     st: &mut Store<F>,
     block: u32,
     slot: u32,
     cp_slot: u32,
-) -> Result<Option<Checkpoint>> {
+) -> Result<Option<Box<Checkpoint>>> {
     let bs = st.p().geometry.block_size() as u64;
     let pos = block as u64 * bs + slot_offset(&st.p(), slot, cp_slot);
     let mut buf = vec![0u8; cp_slot as usize];
@@ -259,7 +261,7 @@ fn read_slot<F: Flash>(
         match node::probe(&buf, cp_slot) {
             Probe::Header(h) if h.typ == NodeType::Checkpoint => {
                 if let Ok(body) = node::verify(&buf, &h) {
-                    return Ok(Checkpoint::decode(body).ok());
+                    return Ok(Checkpoint::decode(body).ok().map(Box::new));
                 }
             }
             _ => return Ok(None),
@@ -287,7 +289,7 @@ fn newest_in_block<F: Flash>(
     st: &mut Store<F>,
     block: u32,
     cp_slot: u32,
-) -> Result<Option<(Checkpoint, u32)>> {
+) -> Result<Option<(Box<Checkpoint>, u32)>> {
     let pairs = slots_per_block(&st.p()) / 2;
     // Binary search for the first unused pair.
     let (mut lo, mut hi) = (0u32, pairs);
@@ -317,13 +319,14 @@ fn newest_in_block<F: Flash>(
 /// Also returns which blocks of the anchor area (bit `b` for block `b`) hold a valid checkpoint
 /// of this file system in their first two slots, as read on the way (for
 /// [`moved_anchor_attempt`]).
-pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos, u32)> {
+#[inline(never)]
+pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Box<Checkpoint>, AnchorPos, u32)> {
     let g = st.p().geometry;
     let area = ANCHOR_AREA.min(g.blocks);
     // Any valid first slot names both anchors. But an anchor that went bad is replaced by
     // another block of the area, and the first slot of the replacement names the new pair: the
     // newest first slot of the area decides.
-    let mut found: Option<Checkpoint> = None;
+    let mut found: Option<Box<Checkpoint>> = None;
     let mut valid_first: Vec<(u32, u64)> = Vec::new();
     for b in 0..area {
         for slot in [0u32, 1] {
@@ -355,7 +358,7 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
         .fold(0u32, |m, &(b, _)| m | 1 << b);
     st.set_params(p);
     st.set_remaps(first.remaps.clone());
-    let mut best: Option<(Checkpoint, AnchorPos)> = None;
+    let mut best: Option<(Box<Checkpoint>, AnchorPos)> = None;
     for (i, &ab) in p.anchors.iter().enumerate() {
         if let Some((cp, slot)) = newest_in_block(st, ab, p.cp_slot)? {
             if cp.params.fs_id != p.fs_id {
@@ -390,6 +393,7 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Checkpoint, AnchorPos
 /// as invalid now, but a cut program leaves bits that read differently from read to read (NOR)
 /// or a page that may pass its CRC on another read (NAND): a later mount could find it valid,
 /// and prefer its state, to everything written after this mount's choice.
+#[inline(never)]
 pub fn cut_attempt_after<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> Result<bool> {
     let p = st.p();
     let per = slots_per_block(&p);
@@ -410,6 +414,7 @@ pub fn cut_attempt_after<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> Result<
 /// cut attempt), numbered past every number an attempt after `cp` can carry (`write` tries at
 /// most `ANCHOR_AREA + 2` numbers from `cp.cp_number + 1`). Updates `cp` (number, parameters:
 /// an anchor that fails is replaced) and returns the new position.
+#[inline(never)]
 pub fn restamp<F: Flash>(
     st: &mut Store<F>,
     cp: &mut Checkpoint,
@@ -539,6 +544,7 @@ pub fn level_anchors<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> bool {
 /// younger than the anchor it replaces, the anchor `pos` does not hold, whose erase count no
 /// write after that checkpoint changed (nor those of the free blocks). So a mount reads no slot
 /// at all until the anchors have worn ahead of the free blocks of their area.
+#[inline(never)]
 pub fn moved_anchor_attempt<F: Flash>(
     st: &mut Store<F>,
     pos: AnchorPos,

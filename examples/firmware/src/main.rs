@@ -29,9 +29,9 @@ use embedded_alloc::LlffHeap;
 /// workload's measured peak (`dffs info --ram`) plus room for the allocator's rounding and
 /// fragmentation.
 #[cfg(feature = "smallest")]
-const CONFIG: (u32, usize) = (dffs_capi::DFFS_RAM_SMALLEST, 28 * 1024);
+const CONFIG: (u32, usize) = (dffs_capi::DFFS_RAM_SMALLEST, 16 * 1024);
 #[cfg(not(feature = "smallest"))]
-const CONFIG: (u32, usize) = (dffs_capi::DFFS_RAM_DEFAULT, 48 * 1024);
+const CONFIG: (u32, usize) = (dffs_capi::DFFS_RAM_DEFAULT, 28 * 1024);
 
 /// The `nor-qspi-16m` chip: 256 B program pages, 256 pages (64 KiB) per erase block.
 const PAGE: u32 = 256;

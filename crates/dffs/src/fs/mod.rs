@@ -49,8 +49,9 @@ pub use report::{Activity, Info, StatFs};
 
 /// A mounted DFFS file system on flash device `F`.
 pub struct Fs<F: Flash> {
-    /// The device below: blocks, heads, node reads and programs.
-    store: Store<F>,
+    /// The device below: blocks, heads, node reads and programs (boxed: the file system is
+    /// moved on mount, and a small `Fs` keeps those moves off a microcontroller's stack).
+    store: Box<Store<F>>,
     /// Directory inode numbers to their pages (the DirInode map).
     map: InodeMap,
     /// Directory pages and their cache.
@@ -173,7 +174,7 @@ struct Counts {
 }
 
 impl<F: Flash> Fs<F> {
-    fn assemble(store: Store<F>, cfg: Config, clock: Box<dyn Clock>) -> Fs<F> {
+    fn assemble(store: Box<Store<F>>, cfg: Config, clock: Box<dyn Clock>) -> Fs<F> {
         let p = store.p();
         let mut handles = Vec::new();
         handles.resize_with(cfg.max_open, || None);

@@ -35,7 +35,7 @@ impl<F: Flash> Fs<F> {
         if !crate::format::compress::supported(opts.compression) {
             return Err(Error::NotSupported);
         }
-        let mut st = Store::new(flash, p);
+        let mut st = Box::new(Store::new(flash, p));
         // Bad blocks as the device marks them.
         for b in 0..g.blocks {
             if st.device_says_bad(b)? {
@@ -102,20 +102,34 @@ impl<F: Flash> Fs<F> {
         cfg: Config,
         clock: Box<dyn Clock>,
     ) -> core::result::Result<Fs<F>, (Error, F)> {
+        Self::mount_boxed(flash, cfg, clock).map(|fs| *fs)
+    }
+
+    /// [`Fs::mount_with_clock`], with the file system left on the heap: for callers that keep
+    /// it there (the C API), so that no copy of it passes over a microcontroller's stack.
+    pub fn mount_boxed(
+        flash: F,
+        cfg: Config,
+        clock: Box<dyn Clock>,
+    ) -> core::result::Result<Box<Fs<F>>, (Error, F)> {
         let g = flash.geometry();
         let p = match Params::for_geometry(g, &FormatOptions::default()) {
             Ok(p) => p,
             Err(e) => return Err((e, flash)),
         };
-        let st = Store::new(flash, p);
-        let mut fs = Fs::assemble(st, cfg, clock);
-        let before = fs.store.counts();
+        let st = Box::new(Store::new(flash, p));
+        let mut fs = Box::new(Fs::assemble(st, cfg, clock));
+        fs.mount.mount_cost = fs.store.counts();
         match fs.load() {
             Ok(()) => {
-                fs.mount.mount_cost = fs.store.counts().since(&before);
+                let now = fs.store.counts();
+                fs.mount.mount_cost = now.since(&fs.mount.mount_cost);
                 Ok(fs)
             }
-            Err(e) => Err((e, fs.store.into_flash())),
+            Err(e) => {
+                let Fs { store, .. } = *fs;
+                Err((e, store.into_flash()))
+            }
         }
     }
 
@@ -173,7 +187,8 @@ impl<F: Flash> Fs<F> {
         // Block table.
         let per = p.bt_entries();
         let nblocks = p.geometry.blocks;
-        let mut blocks = Vec::with_capacity(nblocks as usize);
+        let mut blocks = self.store.take_table_records();
+        blocks.reserve_exact(nblocks as usize);
         for (i, a) in cp.bt_pages.iter().enumerate() {
             let (_h, bytes) = self.store.read_node(*a, NodeType::BlockTable, p.map_page)?;
             let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
@@ -345,6 +360,7 @@ impl<F: Flash> Fs<F> {
     }
 
     /// Frees files that were unlinked while open when the checkpoint was taken.
+    #[inline(never)]
     fn orphans_from_checkpoint(&mut self, cp: &Checkpoint) -> Result<()> {
         for &(ino, addr) in &cp.orphans {
             if self.cfg.read_only {
@@ -360,6 +376,7 @@ impl<F: Flash> Fs<F> {
 
     /// Scans the journal from the checkpoint's start and applies committed records.
     /// Returns whether there was anything after the checkpoint.
+    #[inline(never)]
     fn replay(&mut self, cp: &Checkpoint) -> Result<bool> {
         let start = ScanStart {
             block: cp.journal_block,
@@ -497,6 +514,28 @@ impl<F: Flash> Fs<F> {
     /// Like [`Fs::unmount`], but gives the device back with the error when unmounting fails
     /// (e.g. on power loss), so the caller can power it up and mount again.
     pub fn try_unmount(mut self) -> core::result::Result<F, (Error, F)> {
+        let r = self.finish();
+        let flash = self.store.into_flash();
+        match r {
+            Ok(()) => Ok(flash),
+            Err(e) => Err((e, flash)),
+        }
+    }
+
+    /// [`Fs::try_unmount`] of a file system kept on the heap (see [`Fs::mount_boxed`]).
+    pub fn try_unmount_boxed(mut self: Box<Self>) -> core::result::Result<F, (Error, F)> {
+        let r = self.finish();
+        let Fs { store, .. } = *self;
+        let flash = store.into_flash();
+        match r {
+            Ok(()) => Ok(flash),
+            Err(e) => Err((e, flash)),
+        }
+    }
+
+    /// What unmounting writes: open files committed, a clean checkpoint (nothing when the file
+    /// system is broken or read-only).
+    fn finish(&mut self) -> Result<()> {
         if self.mount.broken.is_none() && !self.cfg.read_only {
             let r = self.guard(|fs| {
                 if fs.txn.open.is_some() {
@@ -520,11 +559,9 @@ impl<F: Flash> Fs<F> {
                     r => r,
                 }
             });
-            if let Err(e) = r {
-                return Err((e, self.store.into_flash()));
-            }
+            r?;
         }
-        Ok(self.store.into_flash())
+        Ok(())
     }
 
     /// Gives the device back without writing anything (as if power were cut).

@@ -147,6 +147,12 @@ impl BlockTable {
         }
     }
 
+    /// Empties the table and gives back its records' memory (for a reload to refill).
+    pub fn take_records(&mut self) -> Vec<BlockInfo> {
+        self.dirty = Vec::new();
+        core::mem::take(&mut self.blocks)
+    }
+
     /// Number of block-table pages.
     pub fn page_count(&self) -> u32 {
         (self.blocks.len() as u32).div_ceil(self.per_page)

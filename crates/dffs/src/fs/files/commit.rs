@@ -326,7 +326,12 @@ impl<F: Flash> Fs<F> {
         // Sequence numbers handed out since the checkpoint stay used: pages written in the
         // transaction keep theirs on flash.
         let seq = self.store.seq();
-        self.load()?;
+        // A reload that fails leaves no consistent state in RAM (the block table, the caches):
+        // only a new mount may go on.
+        if let Err(e) = self.load() {
+            self.mount.broken = Some(e);
+            return Err(e);
+        }
         self.store.set_seq(self.store.seq().max(seq));
         // Orphans and handles to inodes that no longer exist are left dangling; their
         // operations report NotFound.
