@@ -88,3 +88,36 @@ fn a_session_starts_at_every_journal_position_a_clean_unmount_leaves() {
     }
     assert!(fs.fsck().unwrap().is_clean());
 }
+
+/// An aborted transaction reloads everything from flash, as a mount does. When that reload
+/// fails (here: every checkpoint slot unreadable), nothing consistent is left in RAM — the
+/// reload empties the block table to refill it — so the file system must refuse every call
+/// until it is mounted again, never run on half-loaded state. (Before, a failed reload
+/// returned its error and the next calls ran on whatever it had left.)
+#[test]
+fn an_abort_whose_reload_fails_leaves_the_file_system_refusing_calls() {
+    let p = preset::preset("nand-slc-128m")
+        .unwrap()
+        .with_size_bytes(8 << 20)
+        .unwrap();
+    let sim = Fs::format(SimFlash::new(p).unwrap(), &FormatOptions::default()).unwrap();
+    let mut fs = Fs::mount(sim, Config::default()).unwrap();
+    let keep = fs.create(ROOT_INO, b"kept", 0o644, 0, 0).unwrap().ino;
+    fs.sync().unwrap();
+    fs.begin_transaction().unwrap();
+    let st = fs.create(ROOT_INO, b"in-txn", 0o644, 0, 0).unwrap();
+    let fh = fs.open(st.ino, OpenFlags::RW).unwrap();
+    fs.write(fh, 0, b"never committed").unwrap();
+    // Every page of both anchors reads uncorrectable: no checkpoint can be found.
+    let ppb = fs.params().geometry.pages_per_block;
+    for a in fs.params().anchors {
+        for page in a * ppb..(a + 1) * ppb {
+            fs.flash_mut().inject_uncorrectable(page).unwrap();
+        }
+    }
+    assert!(fs.abort_transaction().is_err());
+    assert!(fs.stat(ROOT_INO).is_err(), "stat after a failed reload");
+    assert!(fs.stat(keep).is_err());
+    assert!(fs.create(ROOT_INO, b"after", 0o644, 0, 0).is_err());
+    assert!(fs.write(fh, 0, b"x").is_err());
+}
