@@ -164,6 +164,8 @@ line("heap peak while formatting, target", lambda r: t(r, "heap_peak_format"))
 line("stack peak, target", lambda r: t(r, "stack_peak"))
 line("`ram_bytes()` after mount / `ram_estimate`, target",
      lambda r: f"{t(r, 'ram_bytes_after_mount')} / {t(r, 'estimate')}")
+line("`ram_bytes()` at its highest (sampled after every call), target",
+     lambda r: t(r, "ram_bytes_peak"))
 line("heap after mount / peak, host 64-bit",
      lambda r: f"{kib(r['host_after_mount_bytes'])} / {kib(r['host_peak_bytes'])}")
 line("same with 4 KiB sectors, host",

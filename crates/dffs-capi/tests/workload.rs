@@ -1,8 +1,9 @@
 //! The standard workload (`dffs_capi::workload`) passes on a 16 MiB NOR part (the
 //! `nor-qspi-16m` geometry, with 64 KiB blocks and with 4 KiB sectors) in every RAM preset,
 //! and on a small SLC NAND, frees everything it allocated, stays within the library's own RAM
-//! estimate, agrees with its own count of what it holds, and the presets order their RAM as
-//! their names promise; the smallest preset on 64 KiB blocks peaks under the brief's 16 KiB.
+//! estimate, agrees with its own count of what it holds (after mount and at the peak), and the
+//! presets order their RAM as their names promise; the smallest preset on 64 KiB blocks peaks
+//! under the brief's 16 KiB.
 //!
 //! Owns only those checks. One test function, so no other test allocates on another thread
 //! while the counting allocator measures.
@@ -41,6 +42,11 @@ fn workload_runs_in_every_preset_without_leaking() {
             let (held, counted) = (x.heap_after_mount, x.ram_bytes_after_mount);
             assert!(held.abs_diff(counted) <= held / 20, "{x:?}");
             assert!(x.estimate >= x.heap_peak, "{x:?}");
+            // At its highest the library's count is what the heap peaked at, less the buffers
+            // a call holds only while it runs (a node being read or encoded): never more, and
+            // not less by over a fifth.
+            assert!(x.ram_bytes_peak <= x.heap_peak, "{x:?}");
+            assert!(x.heap_peak - x.ram_bytes_peak <= x.heap_peak / 5, "{x:?}");
         }
         assert!(s.estimate < d.estimate && d.estimate < f.estimate);
         assert!(s.heap_peak <= d.heap_peak && d.heap_peak <= f.heap_peak);
@@ -71,5 +77,7 @@ fn workload_runs_in_every_preset_without_leaking() {
     println!("NAND smallest: {f:?}");
     assert_eq!(f.heap_after_unmount, 0, "{f:?}");
     assert!(f.estimate >= f.heap_peak, "{f:?}");
+    assert!(f.ram_bytes_peak <= f.heap_peak, "{f:?}");
+    assert!(f.heap_peak - f.ram_bytes_peak <= f.heap_peak / 5, "{f:?}");
     assert!(run(&mut device[..1000], nand, DFFS_RAM_SMALLEST).is_err());
 }

@@ -56,6 +56,7 @@ static mut FIGURES: (Figures, i64) = (
         heap_peak: 0,
         heap_after_unmount: 0,
         ram_bytes_after_mount: 0,
+        ram_bytes_peak: 0,
     },
     1,
 );
@@ -150,7 +151,7 @@ mod report {
 
     pub fn done(f: &Figures, status: i64, arena: usize) -> ! {
         hprintln!(
-            "dffs-firmware: status {} estimate {} heap_after_mount {} heap_peak {} heap_peak_format {} heap_after_unmount {} ram_bytes_after_mount {} arena {} stack_peak {}",
+            "dffs-firmware: status {} estimate {} heap_after_mount {} heap_peak {} heap_peak_format {} heap_after_unmount {} ram_bytes_after_mount {} ram_bytes_peak {} arena {} stack_peak {}",
             status,
             f.estimate,
             f.heap_after_mount,
@@ -158,6 +159,7 @@ mod report {
             f.heap_peak_format,
             f.heap_after_unmount,
             f.ram_bytes_after_mount,
+            f.ram_bytes_peak,
             arena,
             stack_used()
         );
