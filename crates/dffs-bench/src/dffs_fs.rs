@@ -373,6 +373,10 @@ impl Session for DffsSession {
         self.fs.sync().map_err(|e| self.err(e))
     }
 
+    fn finish_deferred(&mut self) -> FsResult<()> {
+        self.fs.checkpoint().map_err(|e| self.err(e))
+    }
+
     fn ram_bytes(&mut self) -> usize {
         self.note_ram();
         self.fs.ram_bytes()

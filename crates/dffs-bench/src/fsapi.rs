@@ -143,6 +143,12 @@ pub trait Session {
     fn stat(&mut self, dir: &str, name: &str) -> FsResult<(bool, u64)>;
     /// Makes everything durable (`sync`).
     fn sync(&mut self) -> FsResult<()>;
+    /// Does now the work the file system deferred so far, so that a measured window that ends
+    /// with it pays for everything its operations caused (issue 17: no row may show more than
+    /// the raw limit because its cost lands outside the window). DFFS: a checkpoint, which
+    /// writes the index nodes, inodes, directory and map pages and block-table pages that
+    /// synced operations left to it. littlefs: nothing (a sync or close commits completely).
+    fn finish_deferred(&mut self) -> FsResult<()>;
     /// RAM the file system holds right now (its own accounting; open files included).
     fn ram_bytes(&mut self) -> usize;
     /// The most RAM held since the last call (sampled after each operation, with the file of

@@ -206,6 +206,10 @@ storages! {
     Nor4k512: Nor, read 16, prog 16, block 4096, count 512, cache U256 = 256, lookahead U4 = 32;
     Nor4k1024: Nor, read 16, prog 16, block 4096, count 1024, cache U256 = 256, lookahead U4 = 32;
     Nor4k4096: Nor, read 16, prog 16, block 4096, count 4096, cache U256 = 256, lookahead U4 = 32;
+    Nor32k64: Nor, read 16, prog 16, block 32768, count 64, cache U256 = 256, lookahead U4 = 32;
+    Nor32k512: Nor, read 16, prog 16, block 32768, count 512, cache U256 = 256, lookahead U4 = 32;
+    Nor64k32: Nor, read 16, prog 16, block 65536, count 32, cache U256 = 256, lookahead U4 = 32;
+    Nor64k256: Nor, read 16, prog 16, block 65536, count 256, cache U256 = 256, lookahead U4 = 32;
 }
 
 /// RAM littlefs holds while mounted: the `Allocation` (state, configuration, read and program
@@ -466,6 +470,11 @@ impl<S: SimStorage> Session for LfsSession<'_, '_, S> {
 
     fn sync(&mut self) -> FsResult<()> {
         // Every file is closed (and so committed) when `with_file` returns.
+        Ok(())
+    }
+
+    fn finish_deferred(&mut self) -> FsResult<()> {
+        // Nothing is deferred past a commit.
         Ok(())
     }
 

@@ -119,6 +119,37 @@ fn a_suite_whose_dffs_rows_all_fail_is_a_failure() {
     check_rows(&v, &["seq_write"], &[]);
 }
 
+/// No file system's row is faster than the raw row of the same case and parameters (`metric`
+/// higher is better): each window pays for the work it deferred (issue 17). Returns how many
+/// rows were compared.
+fn no_row_beats_raw(v: &Value, metric: &str) -> usize {
+    let mut compared = 0;
+    for r in rows(v)
+        .iter()
+        .filter(|r| r["fs"] != "raw" && r["ok"] == true)
+    {
+        let raw = rows(v).iter().find(|x| {
+            x["fs"] == "raw"
+                && x["case"] == r["case"]
+                && x["params"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .all(|(k, val)| r["params"].get(k) == Some(val))
+        });
+        let Some(raw) = raw else { continue };
+        let (got, limit) = (
+            r["metrics"][metric].as_f64(),
+            raw["metrics"][metric].as_f64(),
+        );
+        if let (Some(got), Some(limit)) = (got, limit) {
+            assert!(got <= limit * 1.0005, "{r}\nbeats the raw limit {raw}");
+            compared += 1;
+        }
+    }
+    compared
+}
+
 #[test]
 fn nor_rows_and_raw_limits() {
     let v = tiny(Suite::Nor);
@@ -155,6 +186,8 @@ fn nor_rows_and_raw_limits() {
     assert!(rows(&v)
         .iter()
         .any(|r| r["fs"] == "raw" && r["case"] == "rand_read"));
+    // Every DFFS row (littlefs's are compared too when it is built).
+    assert!(no_row_beats_raw(&v, "kb_s") >= 14);
 }
 
 #[test]
@@ -199,6 +232,7 @@ fn throughput_rows_and_raw_limits() {
         let got = r["metrics"]["mib_s"].as_f64().unwrap();
         assert!((got / want - 1.0).abs() < 0.002, "{r}: want {want}");
     }
+    assert!(no_row_beats_raw(&v, "mib_s") >= 8);
 }
 
 #[test]

@@ -8,7 +8,9 @@
 //! Owns the steps and their checks: the scan must find exactly the files written with their
 //! sizes, every file must read back byte for byte, and the file system must be empty after the
 //! removal. A file system that runs out of space is marked failed with how much it held, and
-//! the remaining steps run on what it holds. Must never time verification work as device time.
+//! the remaining steps run on what it holds. The write and remove steps end with the work the
+//! file system deferred (`Session::finish_deferred`). Must never time verification work as
+//! device time.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -153,7 +155,9 @@ fn one(d: &mut dyn Driver, c: &Case, compress: &str) -> Row {
     let rep = d.session(End::Unmount, &mut |s| {
         let meter = Meter::start(&sim);
         let r = write_tree(s, t, &mut written, &mut no_space);
-        let r = r.and_then(|()| s.sync());
+        // Synced, and what the file system deferred done (DFFS: a checkpoint), inside the
+        // figure.
+        let r = r.and_then(|()| s.sync()).and_then(|()| s.finish_deferred());
         write.add(&meter.stop());
         r
     });
@@ -199,6 +203,7 @@ fn one(d: &mut dyn Driver, c: &Case, compress: &str) -> Row {
         used = s.used_bytes()?;
         let meter = Meter::start(&sim);
         remove_tree(s, t, &written, no_space == 0)?;
+        s.finish_deferred()?;
         remove.add(&meter.stop());
         let left = s.list("/")?;
         if !left.is_empty() {
