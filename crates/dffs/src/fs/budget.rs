@@ -386,10 +386,10 @@ impl<F: Flash> Fs<F> {
 
     /// Makes room for a transaction about to begin: collects (and checkpoints to release
     /// what it collected) until an eighth of the blocks above the reserve (4 to 64 blocks),
-    /// and the next checkpoint's need once more, are free, in a bounded number of rounds. Nothing collected during the transaction comes
-    /// back before its commit, so this is the room it may use beyond the free blocks above the
-    /// reserve; a device too full to make it still begins (its writes may then fail with
-    /// `NoSpace`).
+    /// and the next checkpoint's need once more, are free, in a bounded number of rounds.
+    /// Nothing collected during the transaction comes back before its commit, so this is the
+    /// room it may use beyond the free blocks above the reserve; a device too full to make it
+    /// still begins (its writes may then fail with `NoSpace`).
     pub(crate) fn make_transaction_room(&mut self) -> Result<()> {
         let above = self
             .store
