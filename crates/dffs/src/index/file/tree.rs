@@ -606,6 +606,26 @@ mod tests {
     use crate::format::params::FormatOptions;
     use dffs_testkit::ram_flash::{nor_geometry, RamFlash};
 
+    /// A store on a NOR device of `blocks` 4 KiB blocks, and its parameters.
+    fn nor_store(blocks: u32) -> (Store<RamFlash>, Params) {
+        let g = nor_geometry(blocks);
+        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        (Store::new(RamFlash::new(g), p), p)
+    }
+
+    /// The index tree of inode 7 on `st`.
+    fn tree_of_7<'a>(
+        st: &'a mut Store<RamFlash>,
+        cache: &'a mut IndexCache,
+    ) -> IndexTree<'a, RamFlash> {
+        IndexTree {
+            st,
+            cache,
+            ino: 7,
+            undo: None,
+        }
+    }
+
     /// Bytes of index nodes `c` names, and bytes the block table credits to index blocks.
     fn live_index_bytes(t: &mut IndexTree<'_, RamFlash>, c: &Content) -> (u64, u64) {
         let mut nodes = 0u64;
@@ -626,16 +646,9 @@ mod tests {
     /// spread over two levels, and far beyond the tree (growth by two levels at once).
     #[test]
     fn a_fold_writes_no_more_nodes_than_its_bound() {
-        let g = nor_geometry(512);
-        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
-        let mut st = Store::new(RamFlash::new(g), p);
+        let (mut st, p) = nor_store(512);
         let mut cache = IndexCache::new(4);
-        let mut t = IndexTree {
-            st: &mut st,
-            cache: &mut cache,
-            ino: 7,
-            undo: None,
-        };
+        let mut t = tree_of_7(&mut st, &mut cache);
         let stride = p.stride();
         let fan = p.index_fanout();
         let mut rng = 0x5eed_u64;
@@ -691,16 +704,9 @@ mod tests {
     /// used to kill the old nodes as they went: a failed one, retried, killed them twice).
     #[test]
     fn a_fold_that_fails_for_room_changes_nothing() {
-        let g = nor_geometry(32);
-        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
-        let mut st = Store::new(RamFlash::new(g), p);
+        let (mut st, p) = nor_store(32);
         let mut cache = IndexCache::new(4);
-        let mut t = IndexTree {
-            st: &mut st,
-            cache: &mut cache,
-            ino: 7,
-            undo: None,
-        };
+        let mut t = tree_of_7(&mut st, &mut cache);
         let stride = p.stride();
         let fan = p.index_fanout();
         // A two-level tree.
