@@ -31,10 +31,10 @@ impl<F: Flash> Store<F> {
     pub fn retire(&mut self, b: u32) {
         let pb = self.phys(b);
         let _ = self.medium.flash_mut().mark_bad(pb);
-        if let Some(e) = self.table.entry(b) {
+        self.table.update(b, |e| {
             e.live = 0;
             e.set_state(BlockState::Bad);
-        }
+        });
     }
 
     /// Erases a logical block, retiring it if the erase fails. Returns false if it went bad.
@@ -43,9 +43,9 @@ impl<F: Flash> Store<F> {
             return Err(Error::ReadOnly);
         }
         let pb = self.phys(b);
-        if let Some(e) = self.table.entry(b) {
+        self.table.update(b, |e| {
             e.ec = e.ec.saturating_add(1);
-        }
+        });
         match self.medium.erase(pb) {
             Ok(()) => Ok(true),
             Err(FlashError::PowerLoss) => Err(Error::PowerLoss),
@@ -192,10 +192,10 @@ impl<F: Flash> Store<F> {
                 physical: spare_phys,
             };
             self.new_remaps.push(r);
-            if let Some(e) = self.table.entry(spare) {
+            self.table.update(spare, |e| {
                 e.live = 0;
                 e.set_state(BlockState::Bad);
-            }
+            });
             let _ = g;
             return Ok(());
         }

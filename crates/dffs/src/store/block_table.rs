@@ -124,6 +124,9 @@ pub(crate) struct BlockTable {
     per_page: u32,
     /// One bit per block-table page: a record in it changed since the page was last written.
     dirty: Vec<u32>,
+    /// Blocks in each state (indexed by `BlockState as usize`), kept with every change so the
+    /// budget's counts cost nothing (they are asked for on every write).
+    counts: [u32; 8],
 }
 
 impl BlockTable {
@@ -140,17 +143,35 @@ impl BlockTable {
     pub fn from_records(blocks: Vec<BlockInfo>, per_page: u32) -> BlockTable {
         let per_page = per_page.max(1);
         let pages = (blocks.len() as u32).div_ceil(per_page);
+        let mut counts = [0u32; 8];
+        for e in &blocks {
+            counts[e.state() as usize] += 1;
+        }
         BlockTable {
             blocks,
             per_page,
             dirty: vec![0; pages.div_ceil(32) as usize],
+            counts,
         }
     }
 
     /// Empties the table and gives back its records' memory (for a reload to refill).
     pub fn take_records(&mut self) -> Vec<BlockInfo> {
         self.dirty = Vec::new();
+        self.counts = [0; 8];
         core::mem::take(&mut self.blocks)
+    }
+
+    /// Replaces block `b`'s record by `e`, keeping the state counts; false outside the table.
+    fn put(&mut self, b: u32, e: BlockInfo) -> bool {
+        let Some(x) = self.blocks.get_mut(b as usize) else {
+            return false;
+        };
+        let (old, new) = (x.state() as usize, e.state() as usize);
+        *x = e;
+        self.counts[old] -= 1;
+        self.counts[new] += 1;
+        true
     }
 
     /// Number of block-table pages.
@@ -208,34 +229,35 @@ impl BlockTable {
             .unwrap_or(BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0, 0, 0))
     }
 
-    /// Block `b`'s record, to change (`None` outside the table).
-    pub fn entry(&mut self, b: u32) -> Option<&mut BlockInfo> {
-        self.mark(b);
-        self.blocks.get_mut(b as usize)
+    /// Changes block `b`'s record with `f` and marks its page (nothing outside the table).
+    pub fn update(&mut self, b: u32, f: impl FnOnce(&mut BlockInfo)) {
+        if let Some(x) = self.blocks.get(b as usize) {
+            let mut e = *x;
+            f(&mut e);
+            self.put(b, e);
+            self.mark(b);
+        }
     }
 
     /// Replaces block `b`'s record.
     pub fn set(&mut self, b: u32, e: BlockInfo) {
-        if let Some(x) = self.blocks.get_mut(b as usize) {
-            if *x != e {
-                *x = e;
-                self.mark(b);
-            }
+        if self.blocks.get(b as usize).is_some_and(|x| *x != e) && self.put(b, e) {
+            self.mark(b);
         }
     }
 
     /// Replaces block `b`'s record without marking its page.
     pub fn set_unmarked(&mut self, b: u32, e: BlockInfo) {
-        if let Some(x) = self.blocks.get_mut(b as usize) {
-            *x = e;
-        }
+        self.put(b, e);
     }
 
     /// Sets block `b`'s state (owner log and age unchanged).
     pub fn set_state(&mut self, b: u32, s: BlockState) {
-        if let Some(x) = self.blocks.get_mut(b as usize) {
+        if let Some(x) = self.blocks.get(b as usize) {
             if x.state() != s {
-                x.set_state(s);
+                let mut e = *x;
+                e.set_state(s);
+                self.put(b, e);
                 self.mark(b);
             }
         }
@@ -248,15 +270,12 @@ impl BlockTable {
 
     /// Blocks in state `s`.
     pub fn count(&self, s: BlockState) -> u32 {
-        self.blocks.iter().filter(|e| e.state() == s).count() as u32
+        self.counts[s as usize]
     }
 
     /// Blocks in the free pool (`Free` or `Erased`).
     pub fn free_count(&self) -> u32 {
-        self.blocks
-            .iter()
-            .filter(|b| matches!(b.state(), BlockState::Free | BlockState::Erased))
-            .count() as u32
+        self.count(BlockState::Free) + self.count(BlockState::Erased)
     }
 
     /// The free block to allocate next: the least worn one, or the most worn one for data
@@ -336,5 +355,66 @@ impl BlockTable {
     /// RAM held by the table.
     pub fn ram_bytes(&self) -> usize {
         self.blocks.capacity() * core::mem::size_of::<BlockInfo>() + self.dirty.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATES: [BlockState; 8] = [
+        BlockState::Free,
+        BlockState::Erased,
+        BlockState::Used,
+        BlockState::Head,
+        BlockState::PendingErase,
+        BlockState::Anchor,
+        BlockState::Reserved,
+        BlockState::Bad,
+    ];
+
+    fn recount(t: &BlockTable, s: BlockState) -> u32 {
+        t.iter().filter(|(_, e)| e.state() == s).count() as u32
+    }
+
+    /// The kept per-state counts equal a recount after every kind of change, including
+    /// changes outside the table and changes that leave the state as it was.
+    #[test]
+    fn state_counts_follow_every_change() {
+        let mut t = BlockTable::new(50, 7);
+        let mut x = 0x2545_f491_u32;
+        let mut next = |m: u32| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x % m
+        };
+        for step in 0..2_000 {
+            let b = next(53); // three numbers past the end
+            let s = STATES[next(8) as usize];
+            match next(5) {
+                0 => t.set(b, BlockInfo::new(s, LogKind::DataHot, next(9), 0, step)),
+                1 => t.set_unmarked(b, BlockInfo::new(s, LogKind::Index, 3, 0, step)),
+                2 => t.set_state(b, s),
+                3 => t.update(b, |e| {
+                    e.ec += 1;
+                    e.set_state(s);
+                }),
+                _ => t.update(b, |e| e.ec += 1),
+            }
+            for s in STATES {
+                assert_eq!(t.count(s), recount(&t, s), "{s:?} after step {step}");
+            }
+            let free = recount(&t, BlockState::Free) + recount(&t, BlockState::Erased);
+            assert_eq!(t.free_count(), free);
+        }
+        // A reload counts the records it is given.
+        let records = t.take_records();
+        assert_eq!(t.free_count(), 0);
+        let u = BlockTable::from_records(records, 7);
+        for s in STATES {
+            assert_eq!(u.count(s), recount(&u, s));
+        }
+        assert_eq!(u.len(), 50);
     }
 }

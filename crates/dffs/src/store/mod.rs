@@ -304,10 +304,10 @@ impl<F: Flash> Store<F> {
                 continue;
             }
             let age = self.cp_number as u32;
-            if let Some(e) = self.table.entry(b) {
+            self.table.update(b, |e| {
                 e.live = 0;
                 e.set(BlockState::Head, kind, age);
-            }
+            });
             return Ok(b);
         }
     }
@@ -644,9 +644,9 @@ impl<F: Flash> Store<F> {
     /// Erases logical block `b` outside the allocator (an anchor), counting the erase.
     pub fn erase_raw(&mut self, b: u32) -> core::result::Result<(), FlashError> {
         let pb = self.phys(b);
-        if let Some(e) = self.table.entry(b) {
+        self.table.update(b, |e| {
             e.ec = e.ec.saturating_add(1);
-        }
+        });
         self.medium.cause = Cause::Checkpoint;
         self.medium.erase(pb)
     }

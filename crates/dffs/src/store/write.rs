@@ -125,10 +125,10 @@ impl<F: Flash> Store<F> {
             self.close_head(h)?;
         }
         let age = self.cp_number as u32;
-        if let Some(e) = self.table.entry(b) {
+        self.table.update(b, |e| {
             e.live = 0;
             e.set(BlockState::Head, kind, age);
-        }
+        });
         self.heads[h] = Head {
             block: b,
             ..Head::empty()
