@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::codec::Reader;
 use crate::format::node::{self, NodeBuilder, NodeType, OobTag, Probe, OOB_TAG_LEN};
-use crate::format::params::{Addr, Params, MAX_HEADS};
+use crate::format::params::{Addr, Params, MAX_BT_DELTAS, MAX_HEADS};
 use crate::store::{BlockState, Remap, Store};
 use dffs_flash::{Flash, FlashError, FlashKind, PagePairing};
 
@@ -64,6 +64,9 @@ pub struct Checkpoint {
     pub remaps: Vec<Remap>,
     /// Files unlinked while still open: (inode, inode node address); freed at mount.
     pub orphans: Vec<(Ino, Addr)>,
+    /// Block-table delta nodes: records that differ from their pages in `bt_pages`, applied
+    /// in order after the pages (at most [`MAX_BT_DELTAS`]).
+    pub bt_deltas: Vec<Addr>,
 }
 
 impl Checkpoint {
@@ -96,6 +99,10 @@ impl Checkpoint {
         w.u32(self.orphans.len() as u32);
         for (i, a) in &self.orphans {
             w.u32(*i).u32(a.0);
+        }
+        w.u32(self.bt_deltas.len() as u32);
+        for a in &self.bt_deltas {
+            w.u32(a.0);
         }
         nb
     }
@@ -160,6 +167,18 @@ impl Checkpoint {
         for _ in 0..n {
             orphans.push((r.u32()?, Addr(r.u32()?)));
         }
+        let n = r.u32()?;
+        if n > MAX_BT_DELTAS.min(params.bt_delta_nodes()) {
+            return Err(Error::Corrupt);
+        }
+        let mut bt_deltas = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let a = Addr(r.u32()?);
+            if !params.addr_valid(a) {
+                return Err(Error::Corrupt);
+            }
+            bt_deltas.push(a);
+        }
         let per = params.bt_entries();
         let map_ok = (map_root.is_none() && map_depth == 0)
             || (params.addr_valid(map_root) && (1..=6).contains(&map_depth));
@@ -197,6 +216,7 @@ impl Checkpoint {
             heads,
             remaps,
             orphans,
+            bt_deltas,
         })
     }
 }

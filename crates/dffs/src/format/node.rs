@@ -60,6 +60,9 @@ pub enum NodeType {
     MapInterior = 0x41,
     /// Block table page.
     BlockTable = 0x42,
+    /// Block-table records that differ from their pages (a checkpoint's changes carried
+    /// without rewriting the pages).
+    BlockTableDelta = 0x43,
     /// Data node header (payload follows the header).
     Data = 0x50,
     /// Compressed data node: one file block, compressed, inside the node (its CRC covers the
@@ -92,6 +95,7 @@ impl NodeType {
             0x40 => MapLeaf,
             0x41 => MapInterior,
             0x42 => BlockTable,
+            0x43 => BlockTableDelta,
             0x50 => Data,
             0x51 => DataZ,
             _ => return None,

@@ -9,7 +9,7 @@ use crate::format::codec::{Reader, Writer};
 use dffs_flash::{FlashKind, Geometry, PagePairing};
 
 /// On-flash format version written by this code.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 
 /// Bytes of the CRC that follows every file data block in a NOR data node (§9.2 of FORMAT.md).
 pub const DATA_CRC_LEN: u32 = 4;
@@ -205,6 +205,9 @@ pub struct Params {
 
 /// Size of the common node header in bytes.
 pub const NODE_HEADER: u32 = 24;
+
+/// Most block-table delta nodes a checkpoint names (FORMAT.md §8.2).
+pub const MAX_BT_DELTAS: u32 = 4;
 
 /// Options for [`Params::for_geometry`].
 #[derive(Clone, Copy, Debug)]
@@ -416,6 +419,25 @@ impl Params {
     /// Entries (block records) in one block-table page.
     pub const fn bt_entries(&self) -> u32 {
         (self.map_page - NODE_HEADER - 8) / 12
+    }
+
+    /// Entries (block number and record, 16 bytes) in one block-table delta node.
+    pub const fn bt_delta_entries(&self) -> u32 {
+        (self.map_page - NODE_HEADER - 8) / 16
+    }
+
+    /// Block-table delta nodes a checkpoint may name: an eighth of the block-table pages, at
+    /// most [`MAX_BT_DELTAS`], and none below 16 pages (there a changed page is rewritten:
+    /// on a small table deltas save little, and pages written at different checkpoints
+    /// leave the map log's blocks partly live, which a small device cannot spare).
+    pub const fn bt_delta_nodes(&self) -> u32 {
+        let pages = self.geometry.blocks.div_ceil(self.bt_entries());
+        let n = if pages < 16 { 0 } else { pages / 8 };
+        if n < MAX_BT_DELTAS {
+            n
+        } else {
+            MAX_BT_DELTAS
+        }
     }
 
     /// Whether synced writes may commit by their data pages' OOB tags (FORMAT.md §8.7): NAND

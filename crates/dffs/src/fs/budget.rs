@@ -104,6 +104,8 @@ impl<F: Flash> Fs<F> {
         // Every block-table page: one operation may change a record in each (a write
         // allocates blocks all over the table), and the checkpoint's own writes change more.
         // (A checkpoint writes only the changed ones; this is the room it may need.)
+        // (Delta nodes replace pages: a checkpoint writes no more nodes for the table than it
+        // has pages, see `Fs::plan_block_table`.)
         let bt_pages = self.store.bt_page_count() as u64;
         let root_and_table = self.map.depth as u64 + 1 + bt_pages;
         // Bytes per log: (kind, bytes, node size); `two`: the second checkpoint's too.

@@ -259,6 +259,7 @@ impl<F: Flash> Fs<F> {
             heads,
             remaps: self.store.remaps().to_vec(),
             orphans,
+            bt_deltas: self.cp.table_deltas.clone(),
         };
         self.cp.anchor = match checkpoint::write(&mut self.store, &cp, Some(self.cp.anchor)) {
             Ok(pos) => pos,
@@ -323,62 +324,125 @@ impl<F: Flash> Fs<F> {
         per_block.into_vec()
     }
 
-    /// Writes the block-table pages a checkpoint needs (see step 5 of `write_checkpoint`) and
-    /// updates `cp.table_pages`. Allocates no block after its first page is written: the
-    /// blocks the pages go to are opened first, so every record written is final.
+    /// Which block-table pages the checkpoint writes whole, and how many changed records it
+    /// carries in delta nodes instead. Pages without an address, pages marked to be written
+    /// whole and pages with provisional data (now or at the last checkpoint) are written;
+    /// of the others with changed records, those with the most are written until the rest
+    /// fit the delta nodes the format allows (`Params::bt_delta_nodes`; none on a table of
+    /// fewer than four pages, where every changed page is written, as before deltas) and
+    /// need no more nodes than the pages they stand for: so the table never costs a
+    /// checkpoint more nodes than it has pages (the budget counts that).
+    fn plan_block_table(&self, prov_pages: &[u32], last_prov: &[(u32, u32)]) -> (Vec<u32>, u32) {
+        let p = self.store.p();
+        let count = self.store.bt_page_count();
+        let limit = p.bt_delta_nodes() * p.bt_delta_entries();
+        let mut pages = Vec::new();
+        let mut candidates: Vec<(u32, u32)> = Vec::new();
+        for i in 0..count {
+            let whole = self.store.bt_page_forced(i)
+                || self
+                    .cp
+                    .table_pages
+                    .get(i as usize)
+                    .is_none_or(|a| a.is_none())
+                || prov_pages.binary_search(&i).is_ok()
+                || last_prov.iter().any(|x| x.0 == i);
+            let changed = self.store.bt_page_changed(i);
+            if whole {
+                pages.push(i);
+            } else if changed > 0 {
+                candidates.push((changed, i));
+            }
+        }
+        candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut carried: u32 = candidates.iter().map(|c| c.0).sum();
+        let per_delta = p.bt_delta_entries();
+        for (k, &(c, i)) in candidates.iter().enumerate() {
+            let pages_left = (candidates.len() - k) as u32;
+            if carried <= limit && carried.div_ceil(per_delta) <= pages_left {
+                break;
+            }
+            pages.push(i);
+            carried -= c;
+        }
+        pages.sort_unstable();
+        (pages, carried)
+    }
+
+    /// Writes the block-table pages and delta nodes a checkpoint needs (see step 5 of
+    /// `write_checkpoint`) and updates `cp.table_pages` and `cp.table_deltas`. Allocates no
+    /// block after its first page is written: the blocks the pages go to are opened first, so
+    /// every record written is final.
     fn write_block_table(&mut self) -> Result<()> {
         let p = self.store.p();
         let per = p.bt_entries();
         let nblocks = p.geometry.blocks;
         let count = self.store.bt_page_count();
         let len = p.align(p.map_page);
+        let per_delta = p.bt_delta_entries();
         self.cp.table_pages.resize(count as usize, Addr::NONE);
         let prov = self.provisional_bytes();
         // `prov` is in block order, so its pages are too.
         let mut prov_pages: Vec<u32> = prov.iter().map(|&(b, _)| b / per).collect();
         prov_pages.dedup();
         let last_prov = core::mem::take(&mut self.cp.provisional_pages);
-        let wanted = |fs: &Self| -> Vec<u32> {
-            (0..count)
-                .filter(|&i| {
-                    fs.store.bt_page_dirty(i)
-                        || fs.cp.table_pages[i as usize].is_none()
-                        || prov_pages.binary_search(&i).is_ok()
-                        || last_prov.iter().any(|x| x.0 == i)
-                })
-                .collect()
-        };
-        // Opening blocks for the pages changes records (maybe of pages not in the list yet).
-        let mut todo = wanted(self);
+        let nodes = |plan: &(Vec<u32>, u32)| plan.0.len() as u32 + plan.1.div_ceil(per_delta);
+        // Opening blocks for the pages changes records (maybe of pages not in the plan yet).
+        let mut plan = self.plan_block_table(&prov_pages, &last_prov);
+        let mut room = nodes(&plan);
         loop {
-            let r = self.store.ensure_room(
-                LogKind::Map,
-                todo.len() as u32,
-                p.map_page,
-                Priority::Reserve,
-            );
+            let r = self
+                .store
+                .ensure_room(LogKind::Map, room, p.map_page, Priority::Reserve);
             if let Err(e) = r {
                 self.cp.provisional_pages = last_prov;
                 return Err(e);
             }
-            let again = wanted(self);
-            if again.len() <= todo.len() {
-                todo = again;
+            let again = self.plan_block_table(&prov_pages, &last_prov);
+            let n = nodes(&again);
+            plan = again;
+            if n <= room {
                 break;
             }
-            todo = again;
+            room = n;
         }
         #[cfg(debug_assertions)]
         if let Err(e) = self.debug_check_blocks() {
             panic!("before serializing the block table: {e}");
         }
-        // Block-table pages per block (the current list, updated as pages are replaced).
+        // Block-table pages and delta nodes per block (the ones named now, updated as they
+        // are replaced): the records on flash do not count their bytes.
         let mut bt_in: VecMap<u32, u32> = VecMap::new();
-        for a in self.cp.table_pages.iter().filter(|a| !a.is_none()) {
+        let named = self
+            .cp
+            .table_pages
+            .iter()
+            .chain(self.cp.table_deltas.iter());
+        for a in named.filter(|a| !a.is_none()) {
             *bt_in.get_or_default(p.block_of(*a)) += 1;
         }
+        let record = |fs: &Self, bt_in: &VecMap<u32, u32>, b: u32| {
+            let mut e = fs.store.block(b);
+            let own = bt_in.get(&b).copied().unwrap_or(0) * len;
+            let pv = prov
+                .binary_search_by_key(&b, |x| x.0)
+                .map(|k| prov[k].1)
+                .unwrap_or(0);
+            e.live = e.live.saturating_sub(own).saturating_sub(pv);
+            e
+        };
+        // The records carried in delta nodes: the changed ones of the pages not written, as
+        // planned. (A record the writes below change reads the same as before — a head
+        // leaving a full block, which the mount reads as `Used` — and stays marked for the
+        // next checkpoint.)
+        let carried: Vec<u32> = self
+            .store
+            .bt_changed_blocks()
+            .into_iter()
+            .filter(|b| plan.0.binary_search(&(b / per)).is_err())
+            .collect();
         let mut now_prov: Vec<(u32, u32)> = Vec::new();
-        for i in todo {
+        for i in plan.0 {
             let was_dirty = self.store.bt_page_dirty(i);
             self.store.clear_bt_page(i);
             let first = i * per;
@@ -386,14 +450,7 @@ impl<F: Flash> Fs<F> {
             let mut nb = NodeBuilder::new(NodeType::BlockTable, 0, 0, p.map_page as usize);
             nb.w.u32(first).u32(n);
             for b in first..first + n {
-                let mut e = self.store.block(b);
-                let own = bt_in.get(&b).copied().unwrap_or(0) * len;
-                let pv = prov
-                    .binary_search_by_key(&b, |x| x.0)
-                    .map(|k| prov[k].1)
-                    .unwrap_or(0);
-                e.live = e.live.saturating_sub(own).saturating_sub(pv);
-                e.encode(&mut nb.w);
+                record(self, &bt_in, b).encode(&mut nb.w);
             }
             let cur = nb.w.len() as u32;
             nb.w.fill(0, (p.map_page - cur) as usize);
@@ -432,6 +489,40 @@ impl<F: Flash> Fs<F> {
             }
         }
         self.cp.provisional_pages = now_prov;
+        // The carried records, in delta nodes written afresh (the last checkpoint's stop being
+        // live once this one names the new ones).
+        let mut deltas: Vec<Addr> = Vec::new();
+        let undo = |fs: &mut Self, deltas: &[Addr]| {
+            for &a in deltas {
+                fs.store.account_bt_page(a, false);
+            }
+        };
+        for chunk in carried.chunks(per_delta.max(1) as usize) {
+            let mut nb = NodeBuilder::new(NodeType::BlockTableDelta, 0, 0, p.map_page as usize);
+            nb.w.u32(chunk.len() as u32).u32(0);
+            for &b in chunk {
+                nb.w.u32(b);
+                record(self, &bt_in, b).encode(&mut nb.w);
+            }
+            let cur = nb.w.len() as u32;
+            nb.w.fill(0, (p.map_page - cur) as usize);
+            match self
+                .store
+                .write_node_uncredited(LogKind::Map, nb, Priority::Reserve)
+            {
+                Ok(a) => {
+                    self.store.account_bt_page(a, true);
+                    *bt_in.get_or_default(p.block_of(a)) += 1;
+                    deltas.push(a);
+                }
+                Err(e) => {
+                    undo(self, &deltas);
+                    return Err(e);
+                }
+            }
+        }
+        let old = core::mem::replace(&mut self.cp.table_deltas, deltas);
+        undo(self, &old);
         Ok(())
     }
 

@@ -396,11 +396,20 @@ impl<F: Flash> Fs<F> {
                 && self.store.block(p.block_of(a)).state() == BlockState::PendingErase;
             if !collected {
                 w.claim(a, p.map_page, "block-table page", "block table");
-            } else if !self.store.bt_page_dirty(i as u32) {
+            } else if !self.store.bt_page_forced(i as u32) {
                 w.rep.error(format!(
                     "block-table page {i} at {a:?} lies in a collected block and is not due \
                      to be rewritten"
                 ));
+            }
+        }
+        // Block-table delta nodes: live while the newest checkpoint names them (every
+        // checkpoint writes its own, so one in a collected block needs nothing more).
+        for a in self.cp.table_deltas.clone() {
+            let collected = p.addr_valid(a)
+                && self.store.block(p.block_of(a)).state() == BlockState::PendingErase;
+            if !collected {
+                w.claim(a, p.map_page, "block-table delta", "block table");
             }
         }
         self.fsck_blocks(&mut w);

@@ -130,6 +130,9 @@ struct Txn {
 struct CheckpointPos {
     anchor: AnchorPos,
     table_pages: Vec<Addr>,
+    /// Block-table delta nodes the last checkpoint named (records that differ from their
+    /// pages; every checkpoint writes the ones it needs afresh).
+    table_deltas: Vec<Addr>,
     /// Block-table pages last written with provisional data subtracted (page, CRC of the
     /// records written): their records on flash differ from RAM until written again without
     /// it; a checkpoint that would write one with the same records skips it.
@@ -197,6 +200,7 @@ impl<F: Flash> Fs<F> {
                     may_append: false,
                 },
                 table_pages: Vec::new(),
+                table_deltas: Vec::new(),
                 provisional_pages: Vec::new(),
                 data_blocks: 0,
             },

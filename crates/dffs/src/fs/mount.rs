@@ -204,6 +204,27 @@ impl<F: Flash> Fs<F> {
         if blocks.len() != nblocks as usize {
             return Err(Error::Corrupt);
         }
+        // Records that differ from their pages, in the order written (they stay marked as
+        // differing, so the next checkpoint carries them again or rewrites their pages).
+        let mut changed: Vec<u32> = Vec::new();
+        for a in &cp.bt_deltas {
+            let (_h, bytes) = self
+                .store
+                .read_node(*a, NodeType::BlockTableDelta, p.map_page)?;
+            let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
+            let n = r.u32()?;
+            r.u32()?;
+            if n == 0 || n > p.bt_delta_entries() {
+                return Err(Error::Corrupt);
+            }
+            for _ in 0..n {
+                let b = r.u32()?;
+                let e = BlockInfo::decode(&mut r, p.geometry.block_size())?;
+                let slot = blocks.get_mut(b as usize).ok_or(Error::Corrupt)?;
+                *slot = e;
+                changed.push(b);
+            }
+        }
         // The table was written after the journal head was opened (and its next block
         // reserved): a table that disagrees names the wrong pages (e.g. an older table's).
         let state_of = |b: u32| blocks.get(b as usize).map(|e| (e.state(), e.kind()));
@@ -221,7 +242,6 @@ impl<F: Flash> Fs<F> {
         // emptied by GC, journal blocks before the replay start) is free now.
         // (Records corrected here differ from their pages: the next checkpoint rewrites them;
         // a pending or dead journal block always reads as free, so its record may stay.)
-        let mut changed: Vec<u32> = Vec::new();
         for b in blocks.iter_mut() {
             let dead_journal = b.state() == BlockState::Used && b.kind() == LogKind::Journal;
             if b.state() == BlockState::PendingErase || dead_journal {
@@ -245,7 +265,7 @@ impl<F: Flash> Fs<F> {
         // in a block the table says holds a log's nodes: a damaged checkpoint naming a stale
         // page left in a free block (an anchor that moved away, say) would credit live bytes
         // to a block the allocator hands out.
-        for a in &cp.bt_pages {
+        for a in cp.bt_pages.iter().chain(cp.bt_deltas.iter()) {
             let b = p.block_of(*a);
             if !matches!(
                 self.store.block(b).state(),
@@ -258,6 +278,7 @@ impl<F: Flash> Fs<F> {
         // (find_newest set the checkpoint's remaps.)
         self.store.mark_remapped_spares_bad();
         self.cp.table_pages = cp.bt_pages.clone();
+        self.cp.table_deltas = cp.bt_deltas.clone();
         // Heads as the checkpoint left them; any other block still marked as a head was closed
         // after the table was written.
         for (h, &(b, off)) in cp.heads.iter().enumerate() {

@@ -143,6 +143,7 @@ impl<F: Flash> Fs<F> {
             + self.open.handles.capacity() * core::mem::size_of::<Option<Handle>>()
             + self.data_cache.ram_bytes()
             + self.cp.table_pages.capacity() * 4
+            + self.cp.table_deltas.capacity() * 4
     }
 
     /// Where the RAM is (for diagnostics; the format of the string is not stable).

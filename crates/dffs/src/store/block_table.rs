@@ -122,8 +122,14 @@ pub(crate) struct BlockTable {
     blocks: Vec<BlockInfo>,
     /// Records per block-table page.
     per_page: u32,
-    /// One bit per block-table page: a record in it changed since the page was last written.
-    dirty: Vec<u32>,
+    /// One bit per block-table page: the page must be written whole (no checkpoint has
+    /// written it yet, or its copy on flash is about to be erased).
+    forced: Vec<u32>,
+    /// One bit per block: its record differs from the one in its page on flash (a checkpoint
+    /// writes it again, in the page or in a delta node, until the page is rewritten).
+    changed: Vec<u32>,
+    /// Changed records per block-table page.
+    changed_in: Vec<u16>,
     /// Blocks in each state (indexed by `BlockState as usize`), kept with every change so the
     /// budget's counts cost nothing (they are asked for on every write).
     counts: [u32; 8],
@@ -147,17 +153,22 @@ impl BlockTable {
         for e in &blocks {
             counts[e.state() as usize] += 1;
         }
+        let n = blocks.len() as u32;
         BlockTable {
             blocks,
             per_page,
-            dirty: vec![0; pages.div_ceil(32) as usize],
+            forced: vec![0; pages.div_ceil(32) as usize],
+            changed: vec![0; n.div_ceil(32) as usize],
+            changed_in: vec![0; pages as usize],
             counts,
         }
     }
 
     /// Empties the table and gives back its records' memory (for a reload to refill).
     pub fn take_records(&mut self) -> Vec<BlockInfo> {
-        self.dirty = Vec::new();
+        self.forced = Vec::new();
+        self.changed = Vec::new();
+        self.changed_in = Vec::new();
         self.counts = [0; 8];
         core::mem::take(&mut self.blocks)
     }
@@ -179,41 +190,81 @@ impl BlockTable {
         (self.blocks.len() as u32).div_ceil(self.per_page)
     }
 
-    /// The block-table page that holds block `b`'s record.
-    pub fn page_of(&self, b: u32) -> u32 {
-        b / self.per_page
-    }
-
-    /// Marks block-table page `i` as changed.
+    /// Marks block-table page `i` to be written whole by the next checkpoint.
     pub fn mark_page(&mut self, i: u32) {
-        if let Some(w) = self.dirty.get_mut((i / 32) as usize) {
+        if let Some(w) = self.forced.get_mut((i / 32) as usize) {
             *w |= 1 << (i % 32);
         }
     }
 
-    /// Marks every block-table page as changed.
+    /// Marks every block-table page to be written whole.
     pub fn mark_all(&mut self) {
         for i in 0..self.page_count() {
             self.mark_page(i);
         }
     }
 
-    /// Marks page `i` as written (its records as they are now are on flash).
+    /// Marks page `i` as written (its records as they are now are on flash): not forced, no
+    /// record in it changed.
     pub fn clear_page(&mut self, i: u32) {
-        if let Some(w) = self.dirty.get_mut((i / 32) as usize) {
+        if let Some(w) = self.forced.get_mut((i / 32) as usize) {
             *w &= !(1 << (i % 32));
+        }
+        let first = i.saturating_mul(self.per_page);
+        let end = first.saturating_add(self.per_page).min(self.len());
+        for b in first..end {
+            if let Some(w) = self.changed.get_mut((b / 32) as usize) {
+                *w &= !(1 << (b % 32));
+            }
+        }
+        if let Some(c) = self.changed_in.get_mut(i as usize) {
+            *c = 0;
         }
     }
 
-    /// Whether page `i` changed since it was last written.
-    pub fn page_dirty(&self, i: u32) -> bool {
-        self.dirty
+    /// Whether page `i` must be written whole.
+    pub fn page_forced(&self, i: u32) -> bool {
+        self.forced
             .get((i / 32) as usize)
             .is_some_and(|w| w & (1 << (i % 32)) != 0)
     }
 
-    fn mark(&mut self, b: u32) {
-        self.mark_page(b / self.per_page);
+    /// Records of page `i` that differ from the page on flash.
+    pub fn page_changed(&self, i: u32) -> u32 {
+        self.changed_in.get(i as usize).map_or(0, |&c| c as u32)
+    }
+
+    /// Whether page `i` must be written whole or has changed records.
+    pub fn page_dirty(&self, i: u32) -> bool {
+        self.page_forced(i) || self.page_changed(i) > 0
+    }
+
+    /// Whether block `b`'s record differs from the one in its page on flash.
+    pub fn block_changed(&self, b: u32) -> bool {
+        self.changed
+            .get((b / 32) as usize)
+            .is_some_and(|w| w & (1 << (b % 32)) != 0)
+    }
+
+    /// Blocks whose records differ from their pages on flash, in block order.
+    pub fn changed_blocks(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.len()).filter(|&b| self.block_changed(b))
+    }
+
+    /// Marks block `b`'s record as differing from its page on flash.
+    pub fn mark(&mut self, b: u32) {
+        if b >= self.len() {
+            return;
+        }
+        let Some(w) = self.changed.get_mut((b / 32) as usize) else {
+            return;
+        };
+        if *w & (1 << (b % 32)) == 0 {
+            *w |= 1 << (b % 32);
+            if let Some(c) = self.changed_in.get_mut((b / self.per_page) as usize) {
+                *c += 1;
+            }
+        }
     }
 
     /// Number of blocks.
@@ -354,7 +405,9 @@ impl BlockTable {
 
     /// RAM held by the table.
     pub fn ram_bytes(&self) -> usize {
-        self.blocks.capacity() * core::mem::size_of::<BlockInfo>() + self.dirty.capacity() * 4
+        self.blocks.capacity() * core::mem::size_of::<BlockInfo>()
+            + (self.forced.capacity() + self.changed.capacity()) * 4
+            + self.changed_in.capacity() * 2
     }
 }
 
@@ -407,6 +460,21 @@ mod tests {
             }
             let free = recount(&t, BlockState::Free) + recount(&t, BlockState::Erased);
             assert_eq!(t.free_count(), free);
+            // The changed-record count of every page equals its changed blocks; a page
+            // written clears them (and only them).
+            for i in 0..t.page_count() {
+                let n = (i * 7..(i * 7 + 7).min(50))
+                    .filter(|&b| t.block_changed(b))
+                    .count() as u32;
+                assert_eq!(t.page_changed(i), n, "page {i} after step {step}");
+            }
+            if step % 97 == 0 {
+                let i = next(8);
+                t.clear_page(i);
+                assert_eq!(t.page_changed(i), 0);
+                assert!(!t.page_forced(i));
+                assert!(t.changed_blocks().all(|b| b / 7 != i));
+            }
         }
         // A reload counts the records it is given.
         let records = t.take_records();

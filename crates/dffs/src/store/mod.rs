@@ -448,13 +448,13 @@ impl<F: Flash> Store<F> {
         v
     }
 
-    /// Replaces the whole block table (mount): every page clean except those in `changed`
-    /// (records the mount corrected after reading them).
+    /// Replaces the whole block table (mount): every record as in its page except those in
+    /// `changed` (records the mount corrected after reading them, and those a delta node
+    /// carried: they differ from their pages).
     pub fn load_table(&mut self, blocks: Vec<BlockInfo>, changed: &[u32]) {
         self.table = BlockTable::from_records(blocks, self.p.bt_entries());
         for &b in changed {
-            let i = self.table.page_of(b);
-            self.table.mark_page(i);
+            self.table.mark(b);
         }
     }
 
@@ -468,7 +468,22 @@ impl<F: Flash> Store<F> {
         self.table.page_dirty(i)
     }
 
-    /// Marks block-table page `i` as changed (it must be written by the next checkpoint).
+    /// Whether block-table page `i` must be written whole by the next checkpoint.
+    pub fn bt_page_forced(&self, i: u32) -> bool {
+        self.table.page_forced(i)
+    }
+
+    /// Records of block-table page `i` that differ from the page on flash.
+    pub fn bt_page_changed(&self, i: u32) -> u32 {
+        self.table.page_changed(i)
+    }
+
+    /// Blocks whose records differ from their block-table pages on flash, in block order.
+    pub fn bt_changed_blocks(&self) -> Vec<u32> {
+        self.table.changed_blocks().collect()
+    }
+
+    /// Marks block-table page `i` to be written whole by the next checkpoint.
     pub fn mark_bt_page(&mut self, i: u32) {
         self.table.mark_page(i);
     }

@@ -260,7 +260,10 @@ fn node_cause(typ: NodeType) -> Cause {
         NodeType::DirRoot | NodeType::DirBucket | NodeType::DirTable => Cause::Dir,
         NodeType::Inode => Cause::Inode,
         NodeType::Index => Cause::Index,
-        NodeType::MapLeaf | NodeType::MapInterior | NodeType::BlockTable => Cause::Map,
+        NodeType::MapLeaf
+        | NodeType::MapInterior
+        | NodeType::BlockTable
+        | NodeType::BlockTableDelta => Cause::Map,
         NodeType::Data | NodeType::DataZ => Cause::Data,
         _ => Cause::Journal,
     }
