@@ -463,6 +463,26 @@ fn campaign_regressions() {
     }
 }
 
+/// A spilled update (a large write not yet synced, whose map moved into index nodes of its
+/// own) folds its map outside a checkpoint, and those index nodes are allocated at the log
+/// floor. The fold now makes room first, as data write-back does: on 8 MiB of 4 KiB NOR
+/// sectors a recovery session's spill found the free pool at that floor and said ENOSPC with
+/// 9.6% of the room for files stored and the device 90% dead (`dffs torture --preset
+/// nor-qspi-16m --erase-size 4KiB --blocks 2048 --workload full --steps 200 --cut 48315`).
+#[test]
+fn a_spilled_update_makes_room_before_it_folds() {
+    let p = preset("nor-qspi-16m")
+        .unwrap()
+        .with_erase_size(4096)
+        .unwrap();
+    let opts = Options {
+        preset: p.with_blocks(2048).unwrap(),
+        ..options("nor-qspi-16m", 256, Workload::Full, 200, 1)
+    };
+    let r = dffs_torture::run_one(&opts, 48315);
+    assert!(r.is_ok(), "{r:?}");
+}
+
 /// Runs a chain of `cuts` cuts for each case and asserts it held.
 fn chain_cases(cases: &[(&str, Option<u32>, u32, Workload, u64)]) {
     for &(name, erase, blocks, workload, cuts) in cases {
