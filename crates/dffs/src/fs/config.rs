@@ -116,7 +116,10 @@ impl Config {
             } else {
                 0
             };
-        let blocks = g.blocks as usize * core::mem::size_of::<BlockInfo>();
+        // The records, a changed-record bit per block and a count per block-table page.
+        let blocks = g.blocks as usize * core::mem::size_of::<BlockInfo>()
+            + g.blocks.div_ceil(32) as usize * 4
+            + g.blocks.div_ceil(p.bt_entries()) as usize * 2;
         let dirs = (self.dir_cache + self.max_dirty / 2) * (page + 96);
         let map = (self.map_cache + 2) * (p.map_page as usize + 64);
         let index = self.index_cache * (p.index_node as usize + 48);
