@@ -16,6 +16,7 @@ use crate::fs::Fs;
 use crate::index::inode_map::MapEntry;
 use crate::store::{BlockInfo, BlockState, Phase, Priority};
 use crate::vec_map::VecMap;
+use alloc::vec;
 use alloc::vec::Vec;
 use dffs_flash::Flash;
 
@@ -336,36 +337,61 @@ impl<F: Flash> Fs<F> {
         let p = self.store.p();
         let count = self.store.bt_page_count();
         let limit = p.bt_delta_nodes() * p.bt_delta_entries();
-        let mut pages = Vec::new();
-        let mut candidates: Vec<(u32, u32)> = Vec::new();
-        for i in 0..count {
-            let whole = self.store.bt_page_forced(i)
+        let per_delta = p.bt_delta_entries();
+        let whole = |i: u32| {
+            self.store.bt_page_forced(i)
                 || self
                     .cp
                     .table_pages
                     .get(i as usize)
                     .is_none_or(|a| a.is_none())
                 || prov_pages.binary_search(&i).is_ok()
-                || last_prov.iter().any(|x| x.0 == i);
-            let changed = self.store.bt_page_changed(i);
-            if whole {
+                || last_prov.iter().any(|x| x.0 == i)
+        };
+        // Candidates by their number of changed records (no sort: a count never exceeds the
+        // records of a page), taken from the most changed down, lower page numbers first.
+        let mut by_count = vec![0u32; p.bt_entries() as usize + 1];
+        let top = by_count.len() - 1;
+        let mut carried = 0u32;
+        let mut left = 0u32;
+        for i in (0..count).filter(|&i| !whole(i)) {
+            let c = self.store.bt_page_changed(i);
+            if c > 0 {
+                by_count[(c as usize).min(top)] += 1;
+                carried += c;
+                left += 1;
+            }
+        }
+        // Every candidate with more than `at` changed records is written, and the first
+        // `at_taken` with exactly `at`.
+        let (mut at, mut at_taken) = (u32::MAX, 0u32);
+        'levels: for c in (1..by_count.len() as u32).rev() {
+            for _ in 0..by_count[c as usize] {
+                if carried <= limit && carried.div_ceil(per_delta) <= left {
+                    break 'levels;
+                }
+                if at != c {
+                    (at, at_taken) = (c, 0);
+                }
+                at_taken += 1;
+                carried -= c;
+                left -= 1;
+            }
+        }
+        let mut pages = Vec::new();
+        for i in 0..count {
+            if whole(i) {
                 pages.push(i);
-            } else if changed > 0 {
-                candidates.push((changed, i));
+                continue;
+            }
+            let c = self.store.bt_page_changed(i);
+            if c > 0 && at != u32::MAX && (c > at || (c == at && at_taken > 0)) {
+                if c == at {
+                    at_taken -= 1;
+                }
+                pages.push(i);
             }
         }
-        candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        let mut carried: u32 = candidates.iter().map(|c| c.0).sum();
-        let per_delta = p.bt_delta_entries();
-        for (k, &(c, i)) in candidates.iter().enumerate() {
-            let pages_left = (candidates.len() - k) as u32;
-            if carried <= limit && carried.div_ceil(per_delta) <= pages_left {
-                break;
-            }
-            pages.push(i);
-            carried -= c;
-        }
-        pages.sort_unstable();
         (pages, carried)
     }
 
