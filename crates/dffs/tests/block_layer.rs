@@ -167,6 +167,13 @@ fn a_transaction_on_a_device_full_of_dead_data_has_room() {
     );
 }
 
+/// Takes a checkpoint and returns the bytes it programmed.
+fn checkpoint_bytes(fs: &mut Fs<SimFlash>) -> u64 {
+    let before = fs.flash().stats().bytes_programmed;
+    fs.checkpoint().unwrap();
+    fs.flash().stats().bytes_programmed - before
+}
+
 #[test]
 fn a_checkpoint_writes_only_the_block_table_pages_that_changed() {
     // 16 MiB of 4 KiB sectors: 4,096 blocks, 50 block-table pages of 1 KiB.
@@ -177,10 +184,7 @@ fn a_checkpoint_writes_only_the_block_table_pages_that_changed() {
     let mut worst = 0u64;
     for round in 0..20 {
         random_writes(&mut fs, ino, &mut model, 256, 4, &mut rng);
-        let before = fs.flash().stats().bytes_programmed;
-        fs.checkpoint().unwrap();
-        let bytes = fs.flash().stats().bytes_programmed - before;
-        worst = worst.max(bytes);
+        worst = worst.max(checkpoint_bytes(&mut fs));
         if round % 5 == 4 {
             // Pages written by different checkpoints make one table after a remount.
             let dev = fs.unmount().unwrap();
@@ -288,9 +292,7 @@ fn a_checkpoint_carries_scattered_changes_in_delta_nodes() {
         // Each rewrite kills bytes in the block the old copy was in: 24 of them fall in
         // about 20 of the 50 pages.
         random_writes(&mut fs, ino, &mut model, 4096, 24, &mut rng);
-        let before = fs.flash().stats().bytes_programmed;
-        fs.checkpoint().unwrap();
-        worst = worst.max(fs.flash().stats().bytes_programmed - before);
+        worst = worst.max(checkpoint_bytes(&mut fs));
         if round % 4 == 3 {
             let dev = fs.unmount().unwrap();
             fs = Fs::mount(dev, Config::default()).unwrap();
