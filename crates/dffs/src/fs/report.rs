@@ -4,7 +4,7 @@
 //! It must never change anything (every function takes `&self` or only reads).
 
 use crate::error::Result;
-use crate::format::params::Params;
+use crate::format::params::{Addr, Params};
 use crate::fs::files::handles::Handle;
 use crate::fs::inodes::CachedFile;
 use crate::fs::Fs;
@@ -144,6 +144,7 @@ impl<F: Flash> Fs<F> {
             + self.data_cache.ram_bytes()
             + self.cp.table_pages.capacity() * 4
             + self.cp.table_deltas.capacity() * 4
+            + self.gc.index_batch.capacity() * core::mem::size_of::<(u32, Addr, u8, u32)>()
     }
 
     /// Where the RAM is (for diagnostics; the format of the string is not stable).

@@ -7,8 +7,10 @@
 //! pointers of the design: a directory page is live when the inode map (or its root's bucket
 //! table) points at it, a file inode when its parent's slot points at it, an index node when its
 //! file's tree does, a data block when its owner's index maps its tag's block number to it. Live
-//! data is copied at once (to the cold data log); live metadata is marked dirty and rewritten
-//! by the next checkpoint, after which the victim is erased. Work is done in bounded steps. A
+//! data is copied at once (to the cold data log); live index nodes too, with the nodes above
+//! them, a step's nodes of one file together so that each node above them is written once;
+//! other live metadata is marked dirty and rewritten by the next checkpoint, after which the
+//! victim is erased. Work is done in bounded steps. A
 //! NAND victim credited with no live bytes is finished without reading it.
 //!
 //! It must never erase what it could not read. An item that cannot be read (after the retries
@@ -48,6 +50,10 @@ pub(crate) struct GcState {
     /// The victim was chosen because nothing else qualified and its copies fit in the open
     /// copy block ([`Fs::copy_room_for`]): it is collected without free blocks for copies.
     pub stretch: bool,
+    /// Live index nodes of the victim met in this step and not moved yet (file, address,
+    /// level, first block), all of one file: moved together before the step ends or the victim
+    /// is ended, so that each node above them is written once.
+    pub index_batch: Vec<(u32, crate::format::params::Addr, u8, u32)>,
     /// Blocks kept because of unreadable items, with their live bytes then: not chosen again
     /// while nothing in them dies.
     pub kept: Vec<(u32, u32)>,
@@ -61,6 +67,10 @@ pub(crate) struct GcState {
 
 /// Most blocks remembered in [`GcState::kept`] (an older one forgotten is only examined again).
 const KEPT_MAX: usize = 16;
+
+/// Most index nodes moved together ([`GcState::index_batch`]): the copies of one batch are
+/// written after a single check of the room for copies.
+const INDEX_BATCH: usize = 32;
 
 /// What [`Fs::gc_step`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

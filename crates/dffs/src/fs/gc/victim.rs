@@ -335,6 +335,7 @@ impl<F: Flash> Fs<F> {
     fn start_victim(&mut self, b: u32) {
         self.gc.kept.retain(|&(k, _)| k != b);
         self.gc.victim = Some(b);
+        self.gc.index_batch.clear();
         self.gc.pos = 0;
         self.gc.carry = 0;
         self.gc.unreadable = false;
