@@ -107,17 +107,23 @@ impl<F: Flash> Fs<F> {
     }
 
     /// Most index nodes moved together now: up to a quarter of a block of them, at most
-    /// [`INDEX_BATCH`]; none where a quarter of a block holds fewer than four (4 KiB NOR
-    /// sectors: batches of three gained nothing measurable in `dffs bench nor`), nor with four
-    /// free blocks or fewer above the log floor: a batch's copies are written after one check
-    /// of the room, and a batch that finds none is written in vain (on the 32-block quick
-    /// device of `dffs bench nor --erase-size 64KiB`, batching down to the floor made the
-    /// random 16 KiB row say ENOSPC on 10 of 16 accesses against 2, and every row after it
-    /// on all of them).
+    /// [`INDEX_BATCH`], on NOR. None on NAND: an index node is a whole page there and a
+    /// file's tree at most a few levels deep (fan-out 504 on 2 KiB pages), no NAND suite
+    /// gained from batches, and on the 4 MiB partition of the tiny rootfs run (CI's
+    /// `rootfs_rows`) they changed collection's course until a file no longer fit. None where
+    /// a quarter of a block holds fewer than four nodes (4 KiB NOR sectors: batches of three
+    /// gained nothing measurable in `dffs bench nor`), nor with four free blocks or fewer
+    /// above the log floor: a batch's copies are written after one check of the room, and a
+    /// batch that finds none is written in vain (on the 32-block quick device of `dffs bench
+    /// nor --erase-size 64KiB`, batching down to the floor made the random 16 KiB row say
+    /// ENOSPC on 10 of 16 accesses against 2, and every row after it on all of them).
     fn index_batch_max(&self) -> usize {
         let p = self.store.p();
         let n = (p.geometry.block_size() / 4 / p.align(p.index_node)) as usize;
-        if n < 4 || self.store.free_blocks() <= self.store.log_floor() + 4 {
+        if p.geometry.kind != FlashKind::Nor
+            || n < 4
+            || self.store.free_blocks() <= self.store.log_floor() + 4
+        {
             return 1;
         }
         n.min(INDEX_BATCH)
