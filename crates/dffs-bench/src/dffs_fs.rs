@@ -382,6 +382,10 @@ impl Session for DffsSession {
         self.fs.ram_bytes()
     }
 
+    fn op_causes(&mut self) -> Option<dffs::CauseCounts> {
+        Some(self.fs.op_counts().by_cause)
+    }
+
     fn take_peak_ram(&mut self) -> usize {
         let now = self.fs.ram_bytes();
         let peak = self.peak.max(now);

@@ -151,6 +151,11 @@ pub trait Session {
     fn finish_deferred(&mut self) -> FsResult<()>;
     /// RAM the file system holds right now (its own accounting; open files included).
     fn ram_bytes(&mut self) -> usize;
+    /// The device operations done so far by what they were for (DFFS: `Fs::op_counts`'s
+    /// `by_cause`); `None` for a file system that does not count them.
+    fn op_causes(&mut self) -> Option<dffs::CauseCounts> {
+        None
+    }
     /// The most RAM held since the last call (sampled after each operation, with the file of
     /// `with_file` still open); the peak starts again from what is held now.
     fn take_peak_ram(&mut self) -> usize;
@@ -316,6 +321,33 @@ pub fn verify_file(
         Ok(())
     })
     .map_err(|e| e.at(path))
+}
+
+/// Writes the device operations between `before` and `after` by cause into `m`:
+/// `reads_<cause>`, `programs_<cause>` and `erases_<cause>` for every [`dffs::Cause`] (e.g.
+/// `programs_gc_copy`), each key prefixed with `prefix`. Nothing when either is `None`.
+pub fn put_causes(
+    m: &mut serde_json::Map<String, serde_json::Value>,
+    prefix: &str,
+    before: Option<dffs::CauseCounts>,
+    after: Option<dffs::CauseCounts>,
+) {
+    let (Some(b), Some(a)) = (before, after) else {
+        return;
+    };
+    for c in dffs::Cause::ALL {
+        let i = c as usize;
+        for (what, x, y) in [
+            ("reads", a.reads[i], b.reads[i]),
+            ("programs", a.programs[i], b.programs[i]),
+            ("erases", a.erases[i], b.erases[i]),
+        ] {
+            m.insert(
+                format!("{prefix}{what}_{}", c.name()),
+                x.saturating_sub(y).into(),
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -150,9 +150,47 @@ fn no_row_beats_raw(v: &Value, metric: &str) -> usize {
     compared
 }
 
+/// The DFFS rows of `v` that carry their device operations by cause (`programs_gc_copy`,
+/// ...; the write rows of `nor`, the `postmark` rows) and end without failing: the causes add
+/// up to the row's `reads`, `programs` and `erases`. Returns how many rows were checked.
+fn causes_add_up(v: &Value) -> usize {
+    let mut n = 0;
+    for r in rows(v)
+        .iter()
+        .filter(|r| r["fs"] == "dffs" && r["ok"] == true)
+    {
+        let m = &r["metrics"];
+        if m.get("programs_data").is_none() {
+            continue;
+        }
+        for what in ["reads", "programs", "erases"] {
+            let sum: u64 = dffs::Cause::ALL
+                .iter()
+                .map(|c| {
+                    m[format!("{what}_{}", c.name())]
+                        .as_u64()
+                        .unwrap_or_else(|| panic!("no {what}_{}: {r}", c.name()))
+                })
+                .sum();
+            assert_eq!(Some(sum), m[what].as_u64(), "{what} by cause: {r}");
+        }
+        n += 1;
+    }
+    n
+}
+
 #[test]
 fn nor_rows_and_raw_limits() {
     let v = tiny(Suite::Nor);
+    // Every DFFS write row that did not fail carries its operations by cause.
+    let writes = rows(&v)
+        .iter()
+        .filter(|r| {
+            r["fs"] == "dffs" && r["ok"] == true && r["case"].as_str().unwrap().contains("write")
+        })
+        .count();
+    assert!(writes >= 6, "{writes} write rows");
+    assert_eq!(causes_add_up(&v), writes);
     check_rows(
         &v,
         &[
@@ -318,6 +356,13 @@ fn postmark_sync_rows_and_programs_near_the_data_floor() {
     let data_pages = files * bytes / 2048.0;
     let programs = r["metrics"]["programs"].as_f64().unwrap();
     assert!(data_pages > 500.0, "{r}");
+    assert_eq!(causes_add_up(&v), 1);
+    // The pages of file data written are programs of file data (not journal or metadata).
+    let data_programs = r["metrics"]["programs_data"].as_f64().unwrap();
+    assert!(
+        data_programs >= data_pages && data_programs <= programs,
+        "{r}"
+    );
     assert!(
         programs >= data_pages && programs <= 1.25 * data_pages,
         "{programs} programs for {data_pages} data pages: {r}"

@@ -23,7 +23,7 @@ use dffs_sim::SharedSim;
 use crate::content::{rng, Content, Rng};
 use crate::devices::{describe, device_preset, new_device, raw_read, raw_write, round, Measure};
 use crate::dffs_fs::DffsDriver;
-use crate::fsapi::{Driver, End, FsError, FsResult, OpenMode, Session};
+use crate::fsapi::{put_causes, Driver, End, FsError, FsResult, OpenMode, Session};
 use crate::report::{table, Column, Row, SuiteReport};
 use crate::suites::progress;
 use crate::{littlefs, Options, Scale};
@@ -270,6 +270,8 @@ struct Run {
     m: Measure,
     max_op_ps: u64,
     ram: usize,
+    /// The file system's operation counts by cause before and after the run (DFFS).
+    causes: (Option<dffs::CauseCounts>, Option<dffs::CauseCounts>),
 }
 
 impl Run {
@@ -284,6 +286,7 @@ impl Run {
         r.set("ram_bytes", self.ram);
         r.set("accesses", self.accesses);
         r.set("failed_accesses", self.failed);
+        put_causes(&mut r.metrics, "", self.causes.0, self.causes.1);
         if self.failed > 0 {
             r.fail(format!(
                 "{} on {} of {} accesses (counted as time without bytes)",
@@ -326,6 +329,7 @@ fn writes(
 ) -> FsResult<Run> {
     let mut run = Run::default();
     s.take_peak_ram();
+    run.causes.0 = s.op_causes();
     let start = sim.stats();
     let t0 = std::time::Instant::now();
     let mut buf = vec![0u8; size as usize];
@@ -413,6 +417,7 @@ fn writes(
     // The work the accesses left for later is theirs (DFFS: the checkpoint that writes the
     // index and metadata they changed).
     s.finish_deferred()?;
+    run.causes.1 = s.op_causes();
     run.m = Measure {
         stats: sim.stats().since(&start),
         host_us: t0.elapsed().as_secs_f64() * 1e6,
@@ -466,6 +471,7 @@ fn reads(
 ) -> FsResult<Run> {
     let mut run = Run::default();
     s.take_peak_ram();
+    run.causes.0 = s.op_causes();
     let start = sim.stats();
     let t0 = std::time::Instant::now();
     let len = model.data.len() as u64;

@@ -25,7 +25,7 @@ use dffs_sim::SharedSim;
 use crate::content::{rng, Content};
 use crate::devices::{describe, device_preset, new_device, round, Measure, Meter};
 use crate::dffs_fs::{DffsDriver, SplitFlash};
-use crate::fsapi::{verify_file, Driver, End, FsResult, OpenMode, Session};
+use crate::fsapi::{put_causes, verify_file, Driver, End, FsResult, OpenMode, Session};
 use crate::report::{tables_of, Row, SuiteReport};
 use crate::suites::progress;
 use crate::{littlefs, Options, Scale};
@@ -245,7 +245,10 @@ fn one(
     let mut ops = Measure::default();
     let mut verify_split = crate::dffs_fs::Split::default();
     let mut ram = 0usize;
+    // Operation counts by cause at the start and end of the timed phases (DFFS).
+    let mut causes: [Option<dffs::CauseCounts>; 4] = [None; 4];
     d.session(End::Unmount, &mut |s| {
+        causes[0] = s.op_causes();
         let phase = Meter::start(sim);
         let t0 = clk.now();
         for k in 0..p.dirs {
@@ -287,6 +290,7 @@ fn one(
             }
         }
         s.finish_deferred()?;
+        causes[1] = s.op_causes();
         let t2 = clk.now();
         ops.add(&phase.stop());
         // Check every live file (not timed, not in the split).
@@ -307,6 +311,7 @@ fn one(
             };
         }
         let t3 = clk.now();
+        causes[2] = s.op_causes();
         let phase = Meter::start(sim);
         ram = s.take_peak_ram();
         for (path, _) in live.drain(..) {
@@ -316,6 +321,7 @@ fn one(
             s.rmdir(&format!("/p{k:03}"))?;
         }
         s.finish_deferred()?;
+        causes[3] = s.op_causes();
         let t4 = clk.now();
         ops.add(&phase.stop());
         phases = [t1 - t0, t2 - t1, t4 - t3];
@@ -349,6 +355,19 @@ fn one(
     row.set("files_created", next);
     // Operations of the three phases (verification left out); host time of the whole session.
     ops.put(&mut row.metrics, "");
+    // The same by cause: the first two phases, and the deletion phase added.
+    let after = match causes {
+        [_, Some(mut two), Some(c3), Some(c4)] => {
+            for i in 0..dffs::Cause::COUNT {
+                two.reads[i] += c4.reads[i] - c3.reads[i];
+                two.programs[i] += c4.programs[i] - c3.programs[i];
+                two.erases[i] += c4.erases[i] - c3.erases[i];
+            }
+            Some(two)
+        }
+        _ => None,
+    };
+    put_causes(&mut row.metrics, "", causes[0], after);
     row.set("session_host_us", round(all.host_us));
     Ok(())
 }
