@@ -373,9 +373,9 @@ impl<F: Flash> Fs<F> {
         }
         // Collection may run while room is made: the update's map must be where it looks
         // for the blocks and index nodes the update owns.
-        let need = sp.clone();
+        let blocks = self.fold_room_blocks(&sp);
         put_back(self, sp);
-        self.make_fold_room(&need)?;
+        self.ensure_blocks(blocks, Priority::Log)?;
         let Some(mut sp) = self
             .open
             .files
@@ -399,10 +399,16 @@ impl<F: Flash> Fs<F> {
     /// sectors found the free pool at that floor and said ENOSPC with the device 90% dead:
     /// `dffs torture --blocks 2048 --workload full`, seed 1, cut 48315.)
     fn make_fold_room(&mut self, c: &Content) -> Result<()> {
+        let blocks = self.fold_room_blocks(c);
+        self.ensure_blocks(blocks, Priority::Log)
+    }
+
+    /// Blocks [`Fs::make_fold_room`] asks for: the index nodes a fold of `c` may write, and
+    /// one block more.
+    fn fold_room_blocks(&self, c: &Content) -> u32 {
         let p = self.store.p();
         let bytes = fold_bound(c, p.index_fanout()) * p.align(p.index_node) as u64;
-        let blocks = bytes.div_ceil(p.geometry.block_size() as u64) as u32 + 1;
-        self.ensure_blocks(blocks, Priority::Log)
+        bytes.div_ceil(p.geometry.block_size() as u64) as u32 + 1
     }
 
     /// The complete block map a spill of `ino`'s update folds (`None` when it has spilled
