@@ -42,6 +42,7 @@ fn scaled(k: usize) -> Config {
         read_only: false,
         sync: false,
         overlay_extents: at(s.overlay_extents, f.overlay_extents),
+        table_cache: at(s.table_cache, f.table_cache),
         compress_group: at(s.compress_group as usize, f.compress_group as usize) as u32,
     }
 }

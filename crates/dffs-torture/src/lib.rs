@@ -1525,7 +1525,10 @@ fn chain(
     let fs = Fs::mount(dev, opts.config).map_err(|e| format!("mount after format: {e:?}"))?;
     let mut crng = rng(opts.seed ^ 0xC4A1_2C75);
     let mut ex = Exec::new(fs, Model::default(), rng(opts.seed), opts);
-    let mut counts: Vec<u32> = ex.fs().erase_counts();
+    let mut counts: Vec<u32> = ex
+        .fs()
+        .erase_counts()
+        .map_err(|e| format!("erase counts: {e:?}"))?;
     let mut round = 0u64;
     while rep.cuts < cuts {
         round += 1;
@@ -1553,12 +1556,12 @@ fn chain(
                 }
                 Err(Stop::Fatal(m)) => return Err(format!("cut {}: {m}", rep.cuts)),
             }
-            match ex.fs.as_ref() {
+            match ex.fs.as_mut() {
                 Some(fs) if !fs.flash().is_powered() => {
                     cands = Some(std::mem::take(&mut ex.cands));
                     break;
                 }
-                Some(fs) => counts = fs.erase_counts(),
+                Some(fs) => counts = fs.erase_counts().unwrap_or(counts),
                 None => {}
             }
         }
@@ -1587,7 +1590,7 @@ fn chain(
             None => ex.dev.take().ok_or("device lost")?,
         };
         // Recover; a cut may be armed within the first operations after power-up.
-        let (fs, t) = loop {
+        let (mut fs, t) = loop {
             dev.power_up();
             let armed = rep.cuts < cuts && crng.below(3) == 0;
             if armed {
@@ -1610,7 +1613,9 @@ fn chain(
             }
         };
         rep.recoveries += 1;
-        let now = fs.erase_counts();
+        let now = fs
+            .erase_counts()
+            .map_err(|e| format!("erase counts after recovery: {e:?}"))?;
         rep.erase_counts_lost +=
             now.iter().zip(counts.iter()).filter(|(a, b)| a < b).count() as u64;
         counts = now;

@@ -514,48 +514,50 @@ pub fn write<F: Flash>(
 /// Must run before the checkpoint's block-table pages are written. A cut while the first slot
 /// of the new anchor is written leaves a block that the table calls free with a programmed
 /// first slot: mount looks for one ([`moved_anchor_attempt`]).
-pub fn level_anchors<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> bool {
+pub fn level_anchors<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> Result<bool> {
     let p = st.p();
     if pos.may_append && pos.slot + 3 < slots_per_block(&p) {
-        return false;
+        return Ok(false);
     }
     let other = pos.anchor ^ 1;
     let worn = p.anchors[other];
     if worn >= p.geometry.blocks {
-        return false;
+        return Ok(false);
     }
-    let wec = st.block(worn).ec as u64;
+    let wec = st.wear(worn)?.ec as u64;
     let (mut sum, mut n) = (0u64, 0u64);
-    for (_, e) in st.blocks() {
+    st.scan_wear(|_, e, w| {
         if !matches!(e.state(), BlockState::Bad | BlockState::Anchor) {
-            sum += e.ec as u64;
+            sum += w.ec as u64;
             n += 1;
         }
-    }
+    })?;
     // `wec > mean + 1`, in integers.
     if n == 0 || wec * n <= sum + n {
-        return false;
+        return Ok(false);
     }
     let area = ANCHOR_AREA.min(p.geometry.blocks);
-    let young = (0..area)
-        .filter(|&b| {
-            !p.anchors.contains(&b)
-                && st.phys(b) == b
-                && matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
-        })
-        .min_by_key(|&b| st.block(b).ec);
-    let Some(young) = young else {
-        return false;
+    let mut young: Option<(u32, u32)> = None;
+    for b in 0..area {
+        if !p.anchors.contains(&b) && st.phys(b) == b && st.block(b).state().is_free() {
+            let ec = st.wear(b)?.ec;
+            if young.is_none_or(|y| ec < y.0) {
+                young = Some((ec, b));
+            }
+        }
+    }
+    let Some((yec, young)) = young else {
+        return Ok(false);
     };
-    if st.block(young).ec as u64 + 2 > wec {
-        return false;
+    if yec as u64 + 2 > wec {
+        return Ok(false);
     }
     let mut np = p;
     np.anchors[other] = young;
     st.set_params(np);
     st.set_state(young, BlockState::Anchor);
     st.set_state(worn, BlockState::PendingErase);
-    true
+    Ok(true)
 }
 
 /// Whether a free block of the anchor area has a programmed first slot: a checkpoint that moved
@@ -580,15 +582,15 @@ pub fn moved_anchor_attempt<F: Flash>(
     if worn >= p.geometry.blocks {
         return Ok(false);
     }
-    let wec = st.block(worn).ec;
+    let wec = st.wear(worn)?.ec;
     let area = ANCHOR_AREA.min(p.geometry.blocks);
     let mut found = false;
     for b in 0..area {
         let e = st.block(b);
         if p.anchors.contains(&b)
             || st.phys(b) != b
-            || !matches!(e.state(), BlockState::Free | BlockState::Erased)
-            || e.ec.saturating_add(2) > wec
+            || !e.state().is_free()
+            || st.wear(b)?.ec.saturating_add(2) > wec
         {
             continue;
         }

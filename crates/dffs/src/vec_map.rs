@@ -78,6 +78,16 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         &mut self.items[i].1
     }
 
+    /// Keeps only the entries for which `f` is true.
+    pub fn retain(&mut self, mut f: impl FnMut(&K, &V) -> bool) {
+        self.items.retain(|(k, v)| f(k, v));
+    }
+
+    /// Gives back the vector's unused capacity.
+    pub fn shrink(&mut self) {
+        self.items.shrink_to_fit();
+    }
+
     /// Entries.
     pub fn len(&self) -> usize {
         self.items.len()
@@ -145,6 +155,10 @@ mod tests {
                     2 => {
                         *m.get_or_default(k) += 1;
                         *want.entry(k).or_default() += 1;
+                    }
+                    3 if v % 7 == 0 => {
+                        m.retain(|&x, _| x % 3 != (v % 3) as u16);
+                        want.retain(|&x, _| x % 3 != (v % 3) as u16);
                     }
                     _ => {
                         prop_assert_eq!(m.get(&k), want.get(&k));

@@ -425,6 +425,7 @@ struct CacheBudget {
     max_open: usize,
     overlay_extents: usize,
     journal_limit: u32,
+    table_cache: usize,
 }
 
 #[derive(Serialize)]
@@ -525,6 +526,7 @@ fn measure(
             max_open: k.max_open,
             overlay_extents: k.overlay_extents,
             journal_limit: k.journal_limit,
+            table_cache: k.table_cache,
         },
         estimate_bytes: f.estimate,
         after_mount_bytes: f.heap_after_mount,
@@ -611,7 +613,7 @@ fn run_ram(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
             o.configs.iter().map(|c| kib(c.estimate_bytes)).collect(),
         ),
     ];
-    let caches: [CacheRow; 8] = [
+    let caches: [CacheRow; 9] = [
         ("dir cache", |c| c.dir_cache.to_string()),
         ("map cache", |c| c.map_cache.to_string()),
         ("index cache", |c| c.index_cache.to_string()),
@@ -620,6 +622,7 @@ fn run_ram(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
         ("max dirty", |c| c.max_dirty.to_string()),
         ("max open", |c| c.max_open.to_string()),
         ("journal", |c| size(c.journal_limit as u64)),
+        ("table cache", |c| c.table_cache.to_string()),
     ];
     for (name, f) in caches {
         rows.push((name, o.configs.iter().map(|c| f(&c.caches)).collect()));

@@ -555,7 +555,7 @@ impl<F: Flash> Fs<F> {
         if matches!(e.state(), BlockState::Free | BlockState::Erased) {
             self.store.set_block(
                 blk,
-                BlockInfo::new(BlockState::Used, LogKind::DataHot, e.ec, e.live, e.age()),
+                BlockInfo::new(BlockState::Used, LogKind::DataHot, e.live),
             );
         }
     }

@@ -14,7 +14,7 @@ use crate::format::node::{NodeBuilder, NodeType};
 use crate::format::params::{Addr, LogKind, MAX_HEADS};
 use crate::fs::Fs;
 use crate::index::inode_map::MapEntry;
-use crate::store::{BlockInfo, BlockState, Phase, Priority};
+use crate::store::{BlockInfo, BlockRecord, BlockState, Phase, Priority, Wear};
 use crate::vec_map::VecMap;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -56,6 +56,12 @@ pub(crate) enum CheckpointDone {
     /// None was needed.
     NotNeeded,
 }
+
+/// Erase counts and ages RAM may keep for blocks of block-table pages it does not cache
+/// (12 bytes each), per dirty metadata item allowed (`Config::max_dirty`), before a checkpoint
+/// writes them to their pages: with a small cache of pages, allocations between two
+/// checkpoints would otherwise keep a record for every block they take.
+pub(crate) const WEAR_BACKLOG: usize = 16;
 
 impl<F: Flash> Fs<F> {
     /// The one place that decides whether a checkpoint asked for by another module runs now.
@@ -120,11 +126,8 @@ impl<F: Flash> Fs<F> {
             // journal block goes back to the pool (erased before any reuse).
             let old = self.journal.next();
             if old != u32::MAX && self.store.block(old).state() == BlockState::Reserved {
-                let e = self.store.block(old);
-                self.store.set_block(
-                    old,
-                    BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age()),
-                );
+                self.store
+                    .set_block(old, BlockInfo::new(BlockState::Free, LogKind::DataHot, 0));
             }
             self.journal.drop_reservation();
             // Until it is written nothing else may be: records journaled without it land in
@@ -176,7 +179,7 @@ impl<F: Flash> Fs<F> {
         //    not scarce (as for static leveling; with only the next two checkpoints' room
         //    beyond it, a 4 KiB NOR chain of cuts ended in `checkpoint: NoSpace`).
         if self.rewrite_fits() && self.store.free_blocks() > self.background_low() {
-            checkpoint::level_anchors(&mut self.store, self.cp.anchor);
+            checkpoint::level_anchors(&mut self.store, self.cp.anchor)?;
         }
         // 1. Dirty inodes (so directory slots get real addresses), orphans included.
         let dirty: Vec<Ino> = self
@@ -253,7 +256,7 @@ impl<F: Flash> Fs<F> {
             ino_high: self.map.high,
             files: self.counts.files,
             dirs: self.counts.dirs,
-            bt_pages: self.cp.table_pages.clone(),
+            bt_pages: self.store.bt_page_addrs().to_vec(),
             journal_block: jb,
             journal_off: joff,
             journal_next: self.journal.next(),
@@ -287,10 +290,8 @@ impl<F: Flash> Fs<F> {
             let state = e.state();
             let dead_journal = state == BlockState::Used && e.kind() == LogKind::Journal;
             if state == BlockState::PendingErase || dead_journal {
-                self.store.set_block_unchanged(
-                    b,
-                    BlockInfo::new(BlockState::Free, LogKind::DataHot, e.ec, 0, e.age()),
-                );
+                self.store
+                    .set_block_unchanged(b, BlockInfo::new(BlockState::Free, LogKind::DataHot, 0));
                 self.index_cache.forget_block(&p, b);
             }
         }
@@ -340,11 +341,7 @@ impl<F: Flash> Fs<F> {
         let per_delta = p.bt_delta_entries();
         let whole = |i: u32| {
             self.store.bt_page_forced(i)
-                || self
-                    .cp
-                    .table_pages
-                    .get(i as usize)
-                    .is_none_or(|a| a.is_none())
+                || self.store.bt_page_addr(i).is_none()
                 || prov_pages.binary_search(&i).is_ok()
                 || last_prov.iter().any(|x| x.0 == i)
         };
@@ -403,10 +400,8 @@ impl<F: Flash> Fs<F> {
         let p = self.store.p();
         let per = p.bt_entries();
         let nblocks = p.geometry.blocks;
-        let count = self.store.bt_page_count();
         let len = p.align(p.map_page);
         let per_delta = p.bt_delta_entries();
-        self.cp.table_pages.resize(count as usize, Addr::NONE);
         let prov = self.provisional_bytes();
         // `prov` is in block order, so its pages are too.
         let mut prov_pages: Vec<u32> = prov.iter().map(|&(b, _)| b / per).collect();
@@ -440,22 +435,22 @@ impl<F: Flash> Fs<F> {
         // are replaced): the records on flash do not count their bytes.
         let mut bt_in: VecMap<u32, u32> = VecMap::new();
         let named = self
-            .cp
-            .table_pages
+            .store
+            .bt_page_addrs()
             .iter()
             .chain(self.cp.table_deltas.iter());
         for a in named.filter(|a| !a.is_none()) {
             *bt_in.get_or_default(p.block_of(*a)) += 1;
         }
-        let record = |fs: &Self, bt_in: &VecMap<u32, u32>, b: u32| {
-            let mut e = fs.store.block(b);
+        let record = |fs: &Self, bt_in: &VecMap<u32, u32>, b: u32, wear: Wear| {
+            let mut info = fs.store.block(b);
             let own = bt_in.get(&b).copied().unwrap_or(0) * len;
             let pv = prov
                 .binary_search_by_key(&b, |x| x.0)
                 .map(|k| prov[k].1)
                 .unwrap_or(0);
-            e.live = e.live.saturating_sub(own).saturating_sub(pv);
-            e
+            info.live = info.live.saturating_sub(own).saturating_sub(pv);
+            BlockRecord { info, wear }
         };
         // The records carried in delta nodes: the changed ones of the pages not written, as
         // planned. (A record the writes below change reads the same as before — a head
@@ -470,13 +465,35 @@ impl<F: Flash> Fs<F> {
         let mut now_prov: Vec<(u32, u32)> = Vec::new();
         for i in plan.0 {
             let was_dirty = self.store.bt_page_dirty(i);
+            // The blocks' wear: RAM's cached page, or the page on flash with RAM's changes.
+            let read = match self.store.cached_bt_page_wear(i) {
+                Some(_) => None,
+                None => match self.store.bt_page_wear(i) {
+                    Ok(w) => Some(w),
+                    Err(e) => {
+                        // As for a page not written (below).
+                        for &(k, _) in last_prov.iter().chain(now_prov.iter()) {
+                            self.store.mark_bt_page(k);
+                        }
+                        return Err(e);
+                    }
+                },
+            };
             self.store.clear_bt_page(i);
             let first = i * per;
             let n = per.min(nblocks - first);
             let mut nb = NodeBuilder::new(NodeType::BlockTable, 0, 0, p.map_page as usize);
             nb.w.u32(first).u32(n);
-            for b in first..first + n {
-                record(self, &bt_in, b).encode(&mut nb.w);
+            let wear = read
+                .as_deref()
+                .or_else(|| self.store.cached_bt_page_wear(i))
+                .unwrap_or(&[]);
+            if wear.len() != n as usize {
+                self.store.mark_bt_page(i);
+                return Err(Error::Corrupt);
+            }
+            for (b, w) in (first..first + n).zip(wear.iter()) {
+                record(self, &bt_in, b, *w).encode(&mut nb.w);
             }
             let cur = nb.w.len() as u32;
             nb.w.fill(0, (p.map_page - cur) as usize);
@@ -506,7 +523,8 @@ impl<F: Flash> Fs<F> {
             };
             self.store.account_bt_page(a, true);
             *bt_in.get_or_default(p.block_of(a)) += 1;
-            let old = core::mem::replace(&mut self.cp.table_pages[i as usize], a);
+            let old = self.store.bt_page_addr(i);
+            self.store.bt_page_written(i, a);
             if !old.is_none() {
                 self.store.account_bt_page(old, false);
                 if let Some(c) = bt_in.get_mut(&p.block_of(old)) {
@@ -527,8 +545,15 @@ impl<F: Flash> Fs<F> {
             let mut nb = NodeBuilder::new(NodeType::BlockTableDelta, 0, 0, p.map_page as usize);
             nb.w.u32(chunk.len() as u32).u32(0);
             for &b in chunk {
+                let w = match self.store.wear(b) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        undo(self, &deltas);
+                        return Err(e);
+                    }
+                };
                 nb.w.u32(b);
-                record(self, &bt_in, b).encode(&mut nb.w);
+                record(self, &bt_in, b, w).encode(&mut nb.w);
             }
             let cur = nb.w.len() as u32;
             nb.w.fill(0, (p.map_page - cur) as usize);
@@ -553,6 +578,7 @@ impl<F: Flash> Fs<F> {
     }
 
     /// Dirty metadata items (inodes, directory pages, map pages) waiting for a checkpoint.
+    /// (Block-table records count apart: see [`WEAR_BACKLOG`].)
     pub(crate) fn dirty_items(&self) -> usize {
         self.inodes.iter().filter(|c| c.dirty).count()
             + self.dirs.dirty_count()
@@ -580,6 +606,7 @@ impl<F: Flash> Fs<F> {
         if self.journal.bytes() >= self.cfg.journal_limit as u64
             || self.cp.data_blocks >= super::DATA_SCAN_BLOCKS
             || dirty >= self.cfg.max_dirty
+            || self.store.wear_backlog() >= WEAR_BACKLOG * self.cfg.max_dirty
             || short
         {
             self.checkpoint_inner(false)?;

@@ -8,7 +8,7 @@ use dffs_flash::FlashKind;
 
 use crate::format::attrs::Time;
 use crate::format::params::Params;
-use crate::store::BlockInfo;
+use crate::store::BlockTable;
 
 /// How much RAM the mounted file system may use, and how it trades work for latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +38,11 @@ pub struct Config {
     pub sync: bool,
     /// Extents an uncommitted file update may touch before it is committed in parts.
     pub overlay_extents: usize,
+    /// Block-table pages whose erase counts and ages are kept in RAM (at least one; those of
+    /// blocks that changed since their page was written are kept besides). The state and live
+    /// bytes of every block are always in RAM; erase counts and ages of the other pages are
+    /// read from flash when allocation, wear leveling or the choice of a victim needs them.
+    pub table_cache: usize,
     /// Bytes of consecutive file blocks compressed together into one node (rounded down to
     /// whole blocks, at most a quarter of an erase block and 64 KiB). Larger groups compress
     /// better; reading one block decompresses its whole group, and the group is transient RAM
@@ -60,6 +65,7 @@ impl Default for Config {
             read_only: false,
             sync: false,
             overlay_extents: 256,
+            table_cache: 64,
             compress_group: 16 * 1024,
         }
     }
@@ -81,6 +87,7 @@ impl Config {
             read_only: false,
             sync: false,
             overlay_extents: 32,
+            table_cache: 1,
             compress_group: 4 * 1024,
         }
     }
@@ -100,6 +107,7 @@ impl Config {
             read_only: false,
             sync: false,
             overlay_extents: 1024,
+            table_cache: 1024,
             compress_group: 32 * 1024,
         }
     }
@@ -116,10 +124,12 @@ impl Config {
             } else {
                 0
             };
-        // The records, a changed-record bit per block and a count per block-table page.
-        let blocks = g.blocks as usize * core::mem::size_of::<BlockInfo>()
-            + g.blocks.div_ceil(32) as usize * 4
-            + g.blocks.div_ceil(p.bt_entries()) as usize * 2;
+        // The packed records, the changed-record bits, the pages' counts and addresses, the
+        // wear cache, and the wear of records changed since their pages were written (as many
+        // as a checkpoint's delta nodes carry).
+        let blocks =
+            BlockTable::ram_bound(g.blocks, p.bt_entries(), g.block_size(), self.table_cache)
+                + (p.bt_delta_nodes() * p.bt_delta_entries()) as usize * 12;
         let dirs = (self.dir_cache + self.max_dirty / 2) * (page + 96);
         let map = (self.map_cache + 2) * (p.map_page as usize + 64);
         let index = self.index_cache * (p.index_node as usize + 48);

@@ -388,7 +388,7 @@ impl<F: Flash> Fs<F> {
         }
         // Block-table pages (counted live in RAM, see the checkpoint). One in a block that
         // garbage collection emptied must be marked for the next checkpoint to rewrite.
-        for (i, a) in self.cp.table_pages.clone().into_iter().enumerate() {
+        for (i, a) in self.store.bt_page_addrs().to_vec().into_iter().enumerate() {
             if a.is_none() {
                 continue;
             }

@@ -126,10 +126,10 @@ struct Txn {
     committing: bool,
 }
 
-/// The position of the last checkpoint: its anchor slot and its block-table pages.
+/// The position of the last checkpoint: its anchor slot and its block-table delta nodes (the
+/// store knows where the block-table pages are).
 struct CheckpointPos {
     anchor: AnchorPos,
-    table_pages: Vec<Addr>,
     /// Block-table delta nodes the last checkpoint named (records that differ from their
     /// pages; every checkpoint writes the ones it needs afresh).
     table_deltas: Vec<Addr>,
@@ -177,8 +177,9 @@ struct Counts {
 }
 
 impl<F: Flash> Fs<F> {
-    fn assemble(store: Box<Store<F>>, cfg: Config, clock: Box<dyn Clock>) -> Fs<F> {
+    fn assemble(mut store: Box<Store<F>>, cfg: Config, clock: Box<dyn Clock>) -> Fs<F> {
         let p = store.p();
+        store.set_table_cache(cfg.table_cache);
         let mut handles = Vec::new();
         handles.resize_with(cfg.max_open, || None);
         Fs {
@@ -199,7 +200,6 @@ impl<F: Flash> Fs<F> {
                     slot: 0,
                     may_append: false,
                 },
-                table_pages: Vec::new(),
                 table_deltas: Vec::new(),
                 provisional_pages: Vec::new(),
                 data_blocks: 0,

@@ -19,7 +19,7 @@ use crate::index::dir::{DirRoot, Dirs};
 use crate::index::inode_map::{InodeMap, MapEntry};
 use crate::journal::tag_commits::{self, TagCommit, TagScan};
 use crate::journal::{JournalScan, Record, ScanStart, Tid};
-use crate::store::{BlockInfo, BlockState, Phase, Priority, Store};
+use crate::store::{decode_page, BlockInfo, BlockRecord, BlockState, Phase, Priority, Store};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use dffs_flash::{Flash, FlashKind};
@@ -39,10 +39,7 @@ impl<F: Flash> Fs<F> {
         // Bad blocks as the device marks them.
         for b in 0..g.blocks {
             if st.device_says_bad(b)? {
-                st.set_block(
-                    b,
-                    BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0, 0, 0),
-                );
+                st.set_block(b, BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0));
             }
         }
         // Erase the anchor area so no older file system's checkpoint can be mistaken for ours,
@@ -184,29 +181,28 @@ impl<F: Flash> Fs<F> {
         self.index_cache.clear();
         self.inodes.clear();
         self.data_cache.clear();
-        // Block table.
+        // Block table, a page at a time (RAM keeps each record packed and the wear of a few
+        // pages: see `BlockTable`).
         let per = p.bt_entries();
         let nblocks = p.geometry.blocks;
-        let mut blocks = self.store.take_table_records();
-        blocks.reserve_exact(nblocks as usize);
-        for (i, a) in cp.bt_pages.iter().enumerate() {
-            let (_h, bytes) = self.store.read_node(*a, NodeType::BlockTable, p.map_page)?;
-            let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
-            let first = r.u32()?;
-            let n = r.u32()?;
-            if first != i as u32 * per || n != per.min(nblocks - first) {
-                return Err(Error::Corrupt);
-            }
-            for _ in 0..n {
-                blocks.push(BlockInfo::decode(&mut r, p.geometry.block_size())?);
-            }
-        }
-        if blocks.len() != nblocks as usize {
+        if cp.bt_pages.len() != nblocks.div_ceil(per) as usize {
             return Err(Error::Corrupt);
         }
-        // Records that differ from their pages, in the order written (they stay marked as
-        // differing, so the next checkpoint carries them again or rewrites their pages).
-        let mut changed: Vec<u32> = Vec::new();
+        self.store.begin_table_load();
+        for (i, a) in cp.bt_pages.iter().enumerate() {
+            let (_h, bytes) = self.store.read_node(*a, NodeType::BlockTable, p.map_page)?;
+            let mut recs = Vec::with_capacity(per as usize);
+            decode_page(
+                &bytes[NODE_HEADER as usize..],
+                i as u32,
+                per,
+                (nblocks, p.geometry.block_size()),
+                |r| recs.push(r),
+            )?;
+            self.store.load_bt_page(i as u32, *a, &recs);
+        }
+        // Records that differ from their pages (they stay marked as differing, so the next
+        // checkpoint carries them again or rewrites their pages).
         for a in &cp.bt_deltas {
             let (_h, bytes) = self
                 .store
@@ -219,22 +215,25 @@ impl<F: Flash> Fs<F> {
             }
             for _ in 0..n {
                 let b = r.u32()?;
-                let e = BlockInfo::decode(&mut r, p.geometry.block_size())?;
-                let slot = blocks.get_mut(b as usize).ok_or(Error::Corrupt)?;
-                *slot = e;
-                changed.push(b);
+                let e = BlockRecord::decode(&mut r, p.geometry.block_size())?;
+                if b >= nblocks {
+                    return Err(Error::Corrupt);
+                }
+                self.store.load_bt_delta(b, e);
             }
         }
         // The table was written after the journal head was opened (and its next block
         // reserved): a table that disagrees names the wrong pages (e.g. an older table's).
-        let state_of = |b: u32| blocks.get(b as usize).map(|e| (e.state(), e.kind()));
+        let state_of = |st: &Store<F>, b: u32| {
+            (b < nblocks).then(|| (st.block(b).state(), st.block(b).kind()))
+        };
         if cp.journal_block != u32::MAX
-            && state_of(cp.journal_block) != Some((BlockState::Head, LogKind::Journal))
+            && state_of(&self.store, cp.journal_block) != Some((BlockState::Head, LogKind::Journal))
         {
             return Err(Error::Corrupt);
         }
         if cp.journal_next != u32::MAX
-            && state_of(cp.journal_next).map(|s| s.0) != Some(BlockState::Reserved)
+            && state_of(&self.store, cp.journal_next).map(|s| s.0) != Some(BlockState::Reserved)
         {
             return Err(Error::Corrupt);
         }
@@ -242,25 +241,27 @@ impl<F: Flash> Fs<F> {
         // emptied by GC, journal blocks before the replay start) is free now.
         // (Records corrected here differ from their pages: the next checkpoint rewrites them;
         // a pending or dead journal block always reads as free, so its record may stay.)
-        for b in blocks.iter_mut() {
-            let dead_journal = b.state() == BlockState::Used && b.kind() == LogKind::Journal;
-            if b.state() == BlockState::PendingErase || dead_journal {
-                *b = BlockInfo::new(BlockState::Free, LogKind::DataHot, b.ec, 0, b.age());
+        for b in 0..nblocks {
+            let e = self.store.block(b);
+            let dead_journal = e.state() == BlockState::Used && e.kind() == LogKind::Journal;
+            if e.state() == BlockState::PendingErase || dead_journal {
+                self.store
+                    .set_block_unchanged(b, BlockInfo::new(BlockState::Free, LogKind::DataHot, 0));
             }
         }
         // An anchor that went bad is replaced after the table of its checkpoint was written:
         // the checkpoint's parameters say which blocks are the anchors now.
-        for (i, b) in blocks.iter_mut().enumerate() {
-            let anchor = p.anchors.contains(&(i as u32));
-            if anchor && b.state() != BlockState::Anchor {
-                *b = BlockInfo::new(BlockState::Anchor, LogKind::Map, b.ec, 0, b.age());
-                changed.push(i as u32);
-            } else if !anchor && b.state() == BlockState::Anchor {
-                *b = BlockInfo::new(BlockState::Bad, LogKind::DataHot, b.ec, 0, b.age());
-                changed.push(i as u32);
+        for b in 0..nblocks {
+            let anchor = p.anchors.contains(&b);
+            let state = self.store.block(b).state();
+            if anchor && state != BlockState::Anchor {
+                self.store
+                    .set_block(b, BlockInfo::new(BlockState::Anchor, LogKind::Map, 0));
+            } else if !anchor && state == BlockState::Anchor {
+                self.store
+                    .set_block(b, BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0));
             }
         }
-        self.store.load_table(blocks, &changed);
         // The records on flash do not count the block-table pages; RAM does. A page must sit
         // in a block the table says holds a log's nodes: a damaged checkpoint naming a stale
         // page left in a free block (an anchor that moved away, say) would credit live bytes
@@ -277,7 +278,6 @@ impl<F: Flash> Fs<F> {
         }
         // (find_newest set the checkpoint's remaps.)
         self.store.mark_remapped_spares_bad();
-        self.cp.table_pages = cp.bt_pages.clone();
         self.cp.table_deltas = cp.bt_deltas.clone();
         // Heads as the checkpoint left them; any other block still marked as a head was closed
         // after the table was written.

@@ -8,7 +8,7 @@ use crate::format::params::{Addr, Params};
 use crate::fs::files::handles::Handle;
 use crate::fs::inodes::CachedFile;
 use crate::fs::Fs;
-use crate::store::{BlockInfo, BlockState, OpCounts};
+use crate::store::{BlockState, OpCounts};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use dffs_flash::Flash;
@@ -142,7 +142,6 @@ impl<F: Flash> Fs<F> {
             + inos
             + self.open.handles.capacity() * core::mem::size_of::<Option<Handle>>()
             + self.data_cache.ram_bytes()
-            + self.cp.table_pages.capacity() * 4
             + self.cp.table_deltas.capacity() * 4
             + self.gc.index_batch.capacity() * core::mem::size_of::<(u32, Addr, u8, u32)>()
     }
@@ -151,8 +150,9 @@ impl<F: Flash> Fs<F> {
     #[doc(hidden)]
     pub fn debug_ram_summary(&self) -> alloc::string::String {
         alloc::format!(
-            "store {} map {} dirs {} ({} items, {} dirty) index {} files {} ({} cached, {} dirty) inos {} ({}) dcache {}",
+            "store {} (table {:?}) map {} dirs {} ({} items, {} dirty) index {} files {} ({} cached, {} dirty) inos {} ({}) dcache {}",
             self.store.ram_bytes(),
+            self.store.table_ram_parts(),
             self.map.ram_bytes(),
             self.dirs.ram_bytes(),
             self.dirs.len(),
@@ -172,13 +172,14 @@ impl<F: Flash> Fs<F> {
     pub fn debug_block(&self, b: u32) -> alloc::string::String {
         match (b < self.store.block_count()).then(|| self.store.block(b)) {
             Some(e) => {
+                // (`None`: only its block-table page on flash has it.)
+                let w = self.store.wear_in_ram(b);
                 alloc::format!(
-                    "block {b}: {:?}/{:?} live {} ec {} age {}; heads {:?}; journal_next {}",
+                    "block {b}: {:?}/{:?} live {} wear {:?}; heads {:?}; journal_next {}",
                     e.state(),
                     e.kind(),
                     e.live,
-                    e.ec,
-                    e.age(),
+                    w,
                     self.store
                         .heads()
                         .iter()
@@ -192,9 +193,12 @@ impl<F: Flash> Fs<F> {
     }
 
     /// The erase count the block table records for every logical block (what wear leveling
-    /// sees; torture checks that a recovery does not lose them).
-    pub fn erase_counts(&self) -> Vec<u32> {
-        self.store.blocks().map(|(_, b)| b.ec).collect()
+    /// sees; torture checks that a recovery does not lose them). Reads the block-table pages
+    /// whose wear RAM does not hold.
+    pub fn erase_counts(&mut self) -> Result<Vec<u32>> {
+        let mut v = Vec::with_capacity(self.store.block_count() as usize);
+        self.store.scan_wear(|_, _, w| v.push(w.ec))?;
+        Ok(v)
     }
 
     /// Block states and live bytes per log (for diagnostics; the format is not stable).
@@ -214,8 +218,11 @@ impl<F: Flash> Fs<F> {
         }
         let _ = write!(
             out,
-            "reserve {} free {} pending {} kept {:?} victim {:?}",
+            "reserve {} (cp {} two {} log {}) free {} pending {} kept {:?} victim {:?}",
             self.store.reserve_blocks(),
+            self.cp_need_blocks(),
+            self.cp_need_two(),
+            self.store.log_floor(),
             self.store.free_blocks(),
             self.store.pending_blocks(),
             self.gc.kept,
@@ -249,22 +256,21 @@ impl<F: Flash> Fs<F> {
             .filter(|b| b.state() != BlockState::Bad)
             .map(|b| b.live as u64)
             .sum();
-        let good: Vec<BlockInfo> = self
-            .store
-            .blocks()
-            .map(|(_, e)| e)
-            .filter(|b| b.state() != BlockState::Bad)
-            .collect();
-        let (mut mn, mut mx, mut sum) = (u32::MAX, 0u32, 0u64);
-        for b in &good {
-            mn = mn.min(b.ec);
-            mx = mx.max(b.ec);
-            sum += b.ec as u64;
+        // (Empty when a block-table page could not be read.)
+        let erase_counts = self.erase_counts().unwrap_or_default();
+        let (mut mn, mut mx, mut sum, mut good) = (u32::MAX, 0u32, 0u64, 0u64);
+        for (b, &ec) in erase_counts.iter().enumerate() {
+            if self.store.block(b as u32).state() != BlockState::Bad {
+                mn = mn.min(ec);
+                mx = mx.max(ec);
+                sum += ec as u64;
+                good += 1;
+            }
         }
-        let mean = if good.is_empty() {
+        let mean = if good == 0 {
             0.0
         } else {
-            sum as f64 / good.len() as f64
+            sum as f64 / good as f64
         };
         Info {
             params: self.store.p(),
@@ -278,8 +284,8 @@ impl<F: Flash> Fs<F> {
                 .map(|(_, e)| e)
                 .filter(|b| b.state() == BlockState::Bad)
                 .count() as u32,
-            erase_count: (if good.is_empty() { 0 } else { mn }, mean, mx),
-            erase_counts: self.store.blocks().map(|(_, b)| b.ec).collect(),
+            erase_count: (if good == 0 { 0 } else { mn }, mean, mx),
+            erase_counts,
             mount_cost: self.mount.mount_cost,
             ram_bytes: self.ram_bytes(),
             recovered: self.mount.recovered,

@@ -230,10 +230,9 @@ impl JournalScan {
             Ok(Record::Link { prev, next }) if prev == self.block => {
                 // The chain block holds records the state depends on: keep it from the
                 // allocator until the next checkpoint.
-                let e = st.block(self.next);
                 st.set_block(
                     self.next,
-                    BlockInfo::new(BlockState::Used, LogKind::Journal, e.ec, 0, e.age()),
+                    BlockInfo::new(BlockState::Used, LogKind::Journal, 0),
                 );
                 self.block = self.next;
                 self.next = next;

@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 
 use super::heads::{RecentPage, RECENT_PAGES};
 use super::medium::Medium;
-use super::{BlockState, Priority, Store};
+use super::{BlockState, Priority, Store, Wear};
 use crate::error::{Error, Result};
 use crate::format::params::LogKind;
 use dffs_flash::{Flash, FlashError, FlashKind};
@@ -43,9 +43,12 @@ impl<F: Flash> Store<F> {
             return Err(Error::ReadOnly);
         }
         let pb = self.phys(b);
-        self.table.update(b, |e| {
-            e.ec = e.ec.saturating_add(1);
-        });
+        let w = self.wear(b)?;
+        let w = Wear {
+            ec: w.ec.saturating_add(1),
+            ..w
+        };
+        self.table.set_wear(b, w, true);
         match self.medium.erase(pb) {
             Ok(()) => Ok(true),
             Err(FlashError::PowerLoss) => Err(Error::PowerLoss),

@@ -19,14 +19,16 @@ mod write;
 use alloc::vec::Vec;
 
 pub(crate) use bad_blocks::Remap;
-pub(crate) use block_table::{BlockInfo, BlockState, BlockTable, ANCHOR_SPARES};
+pub(crate) use block_table::{
+    decode_page, BlockInfo, BlockRecord, BlockState, BlockTable, Wear, ANCHOR_SPARES,
+};
 pub(crate) use heads::{Head, Heads};
 use medium::Medium;
 pub use medium::{Cause, CauseCounts, OpCounts};
 
 use crate::error::{Error, Result};
-use crate::format::node::NodeBuilder;
-use crate::format::params::{Addr, LogKind, Params, NODE_HEADER};
+use crate::format::node::{NodeBuilder, NodeType};
+use crate::format::params::{Addr, LogKind, Params, ANCHOR_AREA, NODE_HEADER};
 use dffs_flash::{EccStatus, Flash, FlashError};
 
 /// Who is asking for a block. Each level has a floor of free blocks it must leave (set by the
@@ -100,6 +102,8 @@ pub(crate) struct Store<F: Flash> {
     scanned_block: u32,
     /// Sequence number of the last checkpoint (a commit tag carries 32 bits of it).
     cp_seq: u64,
+    /// Block-table pages whose wear the table caches (see [`BlockTable`]).
+    table_cache: usize,
 }
 
 /// A commit run in progress: consecutive file blocks of one inode written as consecutive pages
@@ -141,7 +145,7 @@ impl<F: Flash> Store<F> {
         Store {
             medium: Medium::new(flash),
             p,
-            table: BlockTable::new(g.blocks, p.bt_entries()),
+            table: BlockTable::new(g.blocks, p.bt_entries(), g.block_size(), 1),
             remaps: Vec::new(),
             new_remaps: Vec::new(),
             journal_swapped: false,
@@ -159,7 +163,14 @@ impl<F: Flash> Store<F> {
             run: None,
             scanned_block: u32::MAX,
             cp_seq: 0,
+            table_cache: 1,
         }
+    }
+
+    /// Sets how many block-table pages of wear the table may cache (from the next
+    /// [`Store::begin_table_load`]).
+    pub fn set_table_cache(&mut self, pages: usize) {
+        self.table_cache = pages.max(1);
     }
 
     /// Enters `phase`; returns the phase to go back to.
@@ -210,6 +221,11 @@ impl<F: Flash> Store<F> {
             + self.medium.cached_bytes()
     }
 
+    /// RAM of the block table: packed records, cached wear, changed wear (and its entries).
+    pub fn table_ram_parts(&self) -> (usize, usize, usize, usize) {
+        self.table.ram_parts()
+    }
+
     /// Physical block of a logical block.
     pub fn phys(&self, logical: u32) -> u32 {
         for r in &self.remaps {
@@ -246,10 +262,11 @@ impl<F: Flash> Store<F> {
     /// Erase count of the free block the next allocation for a hot log would take (the anchor
     /// area's held-back spares are not in circulation and do not count), or `None` when no
     /// block is free.
-    pub fn next_free_ec(&self) -> Option<u32> {
-        self.table
-            .pick_free(false, |b| self.phys(b) == b)
-            .map(|b| self.table.get(b).ec)
+    pub fn next_free_ec(&mut self) -> Result<Option<u32>> {
+        match self.pick_free(false)? {
+            Some(b) => Ok(Some(self.wear(b)?.ec)),
+            None => Ok(None),
+        }
     }
 
     /// Blocks waiting for the next checkpoint to become free.
@@ -289,8 +306,7 @@ impl<F: Flash> Store<F> {
                 return Err(Error::NoSpace);
             }
             let b = self
-                .table
-                .pick_free(kind == LogKind::DataCold, |b| self.phys(b) == b)
+                .pick_free(kind == LogKind::DataCold)?
                 .ok_or(Error::NoSpace)?;
             debug_assert_eq!(
                 self.table.get(b).live,
@@ -303,10 +319,11 @@ impl<F: Flash> Store<F> {
             if self.table.get(b).state() == BlockState::Free && !self.erase_block(b)? {
                 continue;
             }
-            let age = self.cp_number as u32;
+            let w = self.wear(b)?.aged(self.cp_number);
+            self.table.set_wear(b, w, true);
             self.table.update(b, |e| {
                 e.live = 0;
-                e.set(BlockState::Head, kind, age);
+                e.set(BlockState::Head, kind);
             });
             return Ok(b);
         }
@@ -439,23 +456,217 @@ impl<F: Flash> Store<F> {
         self.table.len()
     }
 
-    /// Empties the block table and gives its records' vector back, cleared, for the table's
-    /// reload to fill: a mount holds one table's worth of records, not two (48 KiB each on
-    /// 16 MiB of 4 KiB NOR sectors). Every block reads as bad until [`Store::load_table`].
-    pub fn take_table_records(&mut self) -> Vec<BlockInfo> {
-        let mut v = self.table.take_records();
-        v.clear();
-        v
+    /// Empties the block table for a mount to load it page by page
+    /// ([`Store::load_bt_page`], [`Store::load_bt_delta`]): every block reads as bad until
+    /// its page is loaded.
+    pub fn begin_table_load(&mut self) {
+        // The old table goes first: a mount holds one table, not two.
+        let generation = self.table.generation();
+        self.table = BlockTable::for_load(0, 1, 1, 1);
+        let g = self.p.geometry;
+        self.table = BlockTable::for_load(
+            g.blocks,
+            self.p.bt_entries(),
+            g.block_size(),
+            self.table_cache,
+        );
+        self.table.continue_generation(generation);
     }
 
-    /// Replaces the whole block table (mount): every record as in its page except those in
-    /// `changed` (records the mount corrected after reading them, and those a delta node
-    /// carried: they differ from their pages).
-    pub fn load_table(&mut self, blocks: Vec<BlockInfo>, changed: &[u32]) {
-        self.table = BlockTable::from_records(blocks, self.p.bt_entries());
-        for &b in changed {
-            self.table.mark(b);
+    /// Loads block-table page `i`, read at `a`.
+    pub fn load_bt_page(&mut self, i: u32, a: Addr, recs: &[BlockRecord]) {
+        self.table.load_page(i, a, recs);
+    }
+
+    /// Loads a record a delta node carried (it differs from its page).
+    pub fn load_bt_delta(&mut self, b: u32, rec: BlockRecord) {
+        self.table.load_delta(b, rec);
+    }
+
+    /// Where the newest copy of block-table page `i` is on flash (`Addr::NONE`: nowhere).
+    pub fn bt_page_addr(&self, i: u32) -> Addr {
+        self.table.page_addr(i)
+    }
+
+    /// Where the newest copy of every block-table page is.
+    pub fn bt_page_addrs(&self) -> &[Addr] {
+        self.table.page_addrs()
+    }
+
+    /// Block-table page `i` was written at `a`, with the wear RAM has now.
+    pub fn bt_page_written(&mut self, i: u32, a: Addr) {
+        self.table.page_written(i, a);
+    }
+
+    /// The erase counts and ages of block-table page `i`'s blocks, if RAM caches the page.
+    pub fn cached_bt_page_wear(&self, i: u32) -> Option<&[Wear]> {
+        self.table.cached_page(i)
+    }
+
+    /// Wear entries RAM keeps besides its cache of block-table pages (see
+    /// [`BlockTable::wear_backlog`]).
+    pub fn wear_backlog(&self) -> usize {
+        self.table.wear_backlog()
+    }
+
+    /// Block `b`'s erase count and age if RAM holds them.
+    pub fn wear_in_ram(&self, b: u32) -> Option<Wear> {
+        self.table.wear(b)
+    }
+
+    /// Block `b`'s erase count and age, read from its block-table page when RAM does not
+    /// hold them.
+    pub fn wear(&mut self, b: u32) -> Result<Wear> {
+        if let Some(w) = self.table.wear(b) {
+            return Ok(w);
         }
+        let i = b / self.table.per_page();
+        let v = self.read_bt_wear(i)?;
+        self.table.cache_page(i, v);
+        self.table.wear(b).ok_or(Error::Corrupt)
+    }
+
+    /// The erase count and age of every block of block-table page `i`, as they are now
+    /// (read from the page when RAM does not hold it; not cached: scans go through every
+    /// page).
+    pub fn bt_page_wear(&mut self, i: u32) -> Result<Vec<Wear>> {
+        if let Some(v) = self.table.page_wear(i) {
+            return Ok(v);
+        }
+        let mut v = self.read_bt_wear(i)?;
+        self.table.apply_changes(i, &mut v);
+        Ok(v)
+    }
+
+    /// The wear block-table page `i`'s copy on flash records.
+    fn read_bt_wear(&mut self, i: u32) -> Result<Vec<Wear>> {
+        let a = self.table.page_addr(i);
+        if a.is_none() {
+            return Err(Error::Corrupt);
+        }
+        let (_h, bytes) = self.read_node(a, NodeType::BlockTable, self.p.map_page)?;
+        let g = self.p.geometry;
+        let mut v = Vec::with_capacity(self.p.bt_entries() as usize);
+        decode_page(
+            bytes.get(NODE_HEADER as usize..).unwrap_or(&[]),
+            i,
+            self.p.bt_entries(),
+            (g.blocks, g.block_size()),
+            |r| v.push(r.wear),
+        )?;
+        Ok(v)
+    }
+
+    /// Calls `f` with every block's number, record and wear, a block-table page at a time
+    /// (reading the pages RAM does not hold).
+    pub fn scan_wear(&mut self, mut f: impl FnMut(u32, BlockInfo, Wear)) -> Result<()> {
+        let per = self.table.per_page();
+        for i in 0..self.table.page_count() {
+            if let Some(v) = self.table.cached_page(i) {
+                for (k, w) in v.iter().enumerate() {
+                    let b = i * per + k as u32;
+                    f(b, self.table.get(b), *w);
+                }
+                continue;
+            }
+            let v = self.bt_page_wear(i)?;
+            for (k, w) in v.into_iter().enumerate() {
+                let b = i * per + k as u32;
+                f(b, self.table.get(b), w);
+            }
+        }
+        Ok(())
+    }
+
+    /// A number that changes whenever a block's state, log or wear does (see
+    /// [`BlockTable::generation`]).
+    pub fn table_generation(&self) -> u64 {
+        self.table.generation()
+    }
+
+    /// The free block to allocate next: the least worn one, or the most worn one for data
+    /// that is likely to stay put (`want_old`); the lower block among equals.
+    ///
+    /// The last `ANCHOR_SPARES` free blocks of the anchor area that can be anchors (not
+    /// remapped) are taken only when no other is free: a failing anchor is replaced by such a
+    /// block, and with none the file system could not write a checkpoint again.
+    fn pick_free(&mut self, want_old: bool) -> Result<Option<u32>> {
+        let area = ANCHOR_AREA.min(self.table.len());
+        let free = |st: &Self, b: u32| st.table.get(b).state().is_free();
+        let spare_only = (0..area)
+            .filter(|&b| free(self, b) && self.phys(b) == b)
+            .count()
+            <= ANCHOR_SPARES as usize;
+        // Outside the anchor area: the table's candidates, found again when they may be stale.
+        let outside = match self.table.candidate(want_old) {
+            Some(c) => c,
+            None => {
+                self.find_candidates()?;
+                self.table.candidate(want_old).flatten()
+            }
+        };
+        let better = |a: (u32, u32), b: (u32, u32)| {
+            if want_old {
+                a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
+            } else {
+                a < b
+            }
+        };
+        for skip_area in [spare_only, false] {
+            let mut best: Option<(u32, u32)> = None;
+            for b in 0..area {
+                if !free(self, b) || (skip_area && self.phys(b) == b) {
+                    continue;
+                }
+                let c = (self.wear(b)?.ec, b);
+                if best.is_none_or(|x| better(c, x)) {
+                    best = Some(c);
+                }
+            }
+            if let Some(c) = outside {
+                if best.is_none_or(|x| better(c, x)) {
+                    best = Some(c);
+                }
+            }
+            if let Some((_, b)) = best {
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Offers the table every free block outside the anchor area as a candidate, reading the
+    /// wear of the block-table pages that have one.
+    fn find_candidates(&mut self) -> Result<()> {
+        let (n, per) = (self.table.len(), self.table.per_page());
+        self.table.begin_candidates();
+        for i in 0..self.table.page_count() {
+            let first = (i * per).max(ANCHOR_AREA);
+            let end = ((i + 1) * per).min(n);
+            if !(first..end).any(|b| self.table.get(b).state().is_free()) {
+                continue;
+            }
+            let read = match self.table.cached_page(i) {
+                Some(_) => None,
+                None => Some(self.bt_page_wear(i)?),
+            };
+            let v = read.as_deref().or_else(|| self.table.cached_page(i));
+            let offers: Vec<(u32, u32)> = (first..end)
+                .filter(|&b| self.table.get(b).state().is_free())
+                .map(|b| {
+                    (
+                        b,
+                        v.and_then(|v| v.get((b - i * per) as usize))
+                            .map_or(0, |w| w.ec),
+                    )
+                })
+                .collect();
+            for (b, ec) in offers {
+                self.table.offer(b, ec);
+            }
+        }
+        self.table.end_candidates();
+        Ok(())
     }
 
     /// Block-table pages: how many there are, and which changed since last written.
@@ -580,11 +791,10 @@ impl<F: Flash> Store<F> {
     /// The logical block numbered `physical` of a swap lives on the failed physical block: bad,
     /// whatever the table said (erase count kept).
     fn mark_swapped_spare_bad(&mut self, physical: u32) {
-        let e = self.table.get(physical);
-        if e.state() != BlockState::Bad {
+        if self.table.get(physical).state() != BlockState::Bad {
             self.table.set(
                 physical,
-                BlockInfo::new(BlockState::Bad, LogKind::DataHot, e.ec, 0, 0),
+                BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0),
             );
         }
     }
@@ -659,9 +869,16 @@ impl<F: Flash> Store<F> {
     /// Erases logical block `b` outside the allocator (an anchor), counting the erase.
     pub fn erase_raw(&mut self, b: u32) -> core::result::Result<(), FlashError> {
         let pb = self.phys(b);
-        self.table.update(b, |e| {
-            e.ec = e.ec.saturating_add(1);
-        });
+        // Anchors lie in the anchor area, whose wear RAM always holds.
+        let w = self.table.wear(b).unwrap_or_default();
+        self.table.set_wear(
+            b,
+            Wear {
+                ec: w.ec.saturating_add(1),
+                ..w
+            },
+            false,
+        );
         self.medium.cause = Cause::Checkpoint;
         self.medium.erase(pb)
     }

@@ -124,10 +124,11 @@ impl<F: Flash> Store<F> {
         if self.heads[h].is_open() {
             self.close_head(h)?;
         }
-        let age = self.cp_number as u32;
+        let w = self.wear(b)?.aged(self.cp_number);
+        self.table.set_wear(b, w, false);
         self.table.update(b, |e| {
             e.live = 0;
-            e.set(BlockState::Head, kind, age);
+            e.set(BlockState::Head, kind);
         });
         self.heads[h] = Head {
             block: b,

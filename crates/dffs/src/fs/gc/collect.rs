@@ -33,12 +33,12 @@ impl<F: Flash> Fs<F> {
         let changes = |fs: &Self| (fs.store.counts().programs, fs.dirty_items());
         let changed_before = changes(self);
         if urgent {
-            self.reconsider_victim();
+            self.reconsider_victim()?;
         }
         // A victim chosen earlier may need room for copies that is gone now: it is dropped
         // and one that copies nothing is chosen instead (second round).
         for _ in 0..2 {
-            if self.gc.victim.is_none() && !self.pick_victim(urgent) {
+            if self.gc.victim.is_none() && !self.pick_victim(urgent)? {
                 return Ok(false);
             }
             let mut progress = false;
@@ -267,10 +267,10 @@ impl<F: Flash> Fs<F> {
         // elsewhere: it does, because they are marked changed (whether or not the collection
         // could read them).
         let p = self.store.p();
-        for i in 0..self.cp.table_pages.len() {
-            let a = self.cp.table_pages[i];
+        for i in 0..self.store.bt_page_count() {
+            let a = self.store.bt_page_addr(i);
             if !a.is_none() && p.block_of(a) == victim {
-                self.store.mark_bt_page(i as u32);
+                self.store.mark_bt_page(i);
             }
         }
         let mut keep = self.gc.unreadable;

@@ -57,6 +57,9 @@ pub(crate) struct GcState {
     /// Blocks kept because of unreadable items, with their live bytes then: not chosen again
     /// while nothing in them dies.
     pub kept: Vec<(u32, u32)>,
+    /// The last answer of static wear leveling's candidate search, with the block-table
+    /// generation and the kept blocks it was found for.
+    pub wl_memo: Option<(u64, Vec<u32>, Option<u32>)>,
     /// Totals for reports.
     pub moved_bytes: u64,
     pub blocks_collected: u64,
@@ -90,7 +93,7 @@ impl<F: Flash> Fs<F> {
             fs.ensure_writable()?;
             let mut rep = GcReport::default();
             while rep.pages < budget {
-                if fs.gc.victim.is_none() && !fs.pick_victim(false) {
+                if fs.gc.victim.is_none() && !fs.pick_victim(false)? {
                     break;
                 }
                 let before = fs.gc.blocks_collected;
@@ -104,7 +107,7 @@ impl<F: Flash> Fs<F> {
                 rep.pages += n;
             }
             fs.checkpoint_for(CheckpointNeed::GcFinished)?;
-            rep.more = fs.gc.victim.is_some() || fs.best_victim(false).is_some();
+            rep.more = fs.gc.victim.is_some() || fs.best_victim(false)?.is_some();
             Ok(rep)
         })
     }
@@ -122,12 +125,12 @@ impl<F: Flash> Fs<F> {
         let low = self.background_low();
         if self.store.free_blocks() > low
             && self.gc.victim.is_none()
-            && !self.wl_due()
             && self.anchor_spare_victim().is_none()
+            && !self.wl_due()?
         {
             return Ok(());
         }
-        if self.gc.victim.is_none() && !self.pick_victim(false) {
+        if self.gc.victim.is_none() && !self.pick_victim(false)? {
             return Ok(());
         }
         let step = self.cfg.gc_step;

@@ -3,6 +3,9 @@
 //!
 //! It must never move or erase anything; it only picks.
 
+use alloc::vec::Vec;
+
+use crate::error::Result;
 use crate::format::params::{LogKind, ANCHOR_AREA};
 use crate::fs::Fs;
 use crate::store::{BlockState, ANCHOR_SPARES};
@@ -39,52 +42,69 @@ impl<F: Flash> Fs<F> {
     /// chained cuts: 12-14 of 120 chains ran out of space against 8 before leveling ran at
     /// all); a thirty-second of the device, where background collection starts, held leveling
     /// back on `dffs bench wear` (+15% above the mean against +9%).
-    pub(crate) fn wl_due(&self) -> bool {
+    pub(crate) fn wl_due(&mut self) -> Result<bool> {
         let p = self.store.p();
         let low = (self.store.reserve_blocks()
             + p.head_count() as u32
             + 2
             + (p.geometry.blocks / 64).max(4))
         .max(self.store.log_floor() + 4);
-        self.store.free_blocks() > low && self.wl_candidate().is_some()
+        Ok(self.store.free_blocks() > low && self.wl_candidate()?.is_some())
     }
 
     /// The coldest used block, when static wear leveling should move it: the erase-count
     /// spread of the blocks in circulation (anchors and bad blocks aside) passes the
     /// threshold, and no free block is young enough for dynamic leveling to catch up alone.
-    fn wl_candidate(&self) -> Option<u32> {
+    ///
+    /// Asked after every operation, it reads every block's erase count, which RAM may not
+    /// hold (see `BlockTable`): the answer is kept until a block's state or wear changes, or
+    /// the blocks kept for unreadable items do.
+    fn wl_candidate(&mut self) -> Result<Option<u32>> {
+        let kept: Vec<u32> = self
+            .gc
+            .kept
+            .iter()
+            .map(|k| k.0)
+            .filter(|&b| self.is_kept(b))
+            .collect();
+        let generation = self.store.table_generation();
+        if let Some((g, k, c)) = &self.gc.wl_memo {
+            if *g == generation && *k == kept {
+                return Ok(*c);
+            }
+        }
         let (mut mn, mut mx, mut sum, mut n) = (u32::MAX, 0u32, 0u64, 0u64);
         // The block dynamic leveling hands out next: free blocks the allocator holds back (the
         // anchor area's spares) never catch up by use, and counting them stopped static
         // leveling for good once the rest of the pool had worn past them (`dffs bench wear`:
         // cold blocks at 5-9 erases, the others at 35).
-        let young_free = self.store.next_free_ec().unwrap_or(u32::MAX);
+        let young_free = self.store.next_free_ec()?.unwrap_or(u32::MAX);
         let mut cand = None;
-        for (i, e) in self.store.blocks() {
+        self.store.scan_wear(|i, e, w| {
             if matches!(e.state(), BlockState::Bad | BlockState::Anchor) {
-                continue;
+                return;
             }
-            mx = mx.max(e.ec);
-            sum += e.ec as u64;
+            mx = mx.max(w.ec);
+            sum += w.ec as u64;
             n += 1;
             if e.state() == BlockState::Used
                 && e.kind() != LogKind::Journal
-                && e.ec < mn
-                && !self.is_kept(i)
+                && w.ec < mn
+                && !kept.contains(&i)
             {
-                mn = e.ec;
+                mn = w.ec;
                 cand = Some(i);
             }
-        }
-        if n == 0 {
-            return None;
-        }
+        })?;
         let th = wl_threshold(sum, n);
-        if mx.saturating_sub(mn) > th && young_free.saturating_sub(mn) > th / 2 {
+        let c = if n > 0 && mx.saturating_sub(mn) > th && young_free.saturating_sub(mn) > th / 2 {
             cand
         } else {
             None
-        }
+        };
+        // Reading pages changes no state: the generation is still the one the answer is for.
+        self.gc.wl_memo = Some((generation, kept, c));
+        Ok(c)
     }
 
     /// Whether collecting could free `bytes` (there is dead space or pending blocks).
@@ -160,18 +180,20 @@ impl<F: Flash> Fs<F> {
         kind.is_data() || p.head_of(kind) == p.head_of(LogKind::Index)
     }
 
-    /// Cost-benefit score of collecting block `i` now (higher is better), or `None` when it
-    /// does not qualify: not a closed non-journal block, kept, completely live, more than 97%
-    /// live (unless `urgent`), or a data block with live data while there is no room to copy
-    /// (with `stretch`, room in the open copy block counts: [`Fs::copy_room_for`]).
-    /// `rewrite`: bytes of live metadata the next checkpoint can rewrite beyond what it
-    /// writes already ([`Fs::rewrite_room`]).
+    /// Cost-benefit score of collecting block `i`, last written at checkpoint `age` (low 24
+    /// bits; not used when `urgent`), now (higher is better), or `None` when it does not
+    /// qualify: not a closed non-journal block, kept, completely live, more than 97% live
+    /// (unless `urgent`), or a data block with live data while there is no room to copy (with
+    /// `stretch`, room in the open copy block counts: [`Fs::copy_room_for`]). `rewrite`: bytes
+    /// of live metadata the next checkpoint can rewrite beyond what it writes already
+    /// ([`Fs::rewrite_room`]).
     fn victim_score(
         &self,
         i: u32,
         urgent: bool,
         (room, rewrite): (bool, u64),
         stretch: bool,
+        age: u32,
     ) -> Option<Score> {
         if i >= self.store.block_count() {
             return None;
@@ -198,7 +220,7 @@ impl<F: Flash> Fs<F> {
             return None;
         }
         let now = self.store.cp_number() as u32 & 0xFF_FFFF;
-        let age = (now.wrapping_sub(e.age()) & 0xFF_FFFF) as u64 + 1;
+        let age = (now.wrapping_sub(age) & 0xFF_FFFF) as u64 + 1;
         // Moving a live file inode rewrites the directory page that points to it as well: an
         // inode's bytes cost about a directory page each (at least 8 times their own size).
         const C: u64 = 160;
@@ -225,55 +247,85 @@ impl<F: Flash> Fs<F> {
     /// blocks whose collection copies nothing now qualify (metadata, whose live nodes the next
     /// checkpoint rewrites, and data blocks with nothing live); only when none qualifies, data
     /// blocks whose copies fit in the open copy block ([`Fs::copy_room_for`]).
-    pub(crate) fn best_victim(&self, urgent: bool) -> Option<u32> {
-        self.best_victim_how(urgent).map(|(b, _)| b)
+    pub(crate) fn best_victim(&mut self, urgent: bool) -> Result<Option<u32>> {
+        Ok(self.best_victim_how(urgent)?.map(|(b, _)| b))
     }
 
-    /// [`Fs::best_victim`], and whether the choice needed the open copy block's room.
-    fn best_victim_how(&self, urgent: bool) -> Option<(u32, bool)> {
+    /// [`Fs::best_victim`], and whether the choice needed the open copy block's room. The
+    /// score by age reads the blocks' ages a block-table page at a time (from flash when RAM
+    /// does not hold them); the urgent score reads nothing.
+    fn best_victim_how(&mut self, urgent: bool) -> Result<Option<(u32, bool)>> {
         let room = self.copy_room();
         let rewrite = self.rewrite_room();
-        let pick = |stretch: bool| {
-            let mut best: Option<(Score, u32)> = None;
-            for i in 0..self.store.block_count() {
-                if let Some(score) = self.victim_score(i, urgent, (room, rewrite), stretch) {
-                    if best.is_none_or(|(s, _)| score.exceeds(1, s)) {
-                        best = Some((score, i));
+        let per = self.store.p().bt_entries();
+        let n = self.store.block_count();
+        // The best block without and with the open copy block's room (the second only
+        // matters when there is no room for copies).
+        let mut best: [Option<(Score, u32)>; 2] = [None, None];
+        for pg in 0..n.div_ceil(per) {
+            let blocks = pg * per..((pg + 1) * per).min(n);
+            let used = |b: u32| {
+                let e = self.store.block(b);
+                e.state() == BlockState::Used && e.kind() != LogKind::Journal
+            };
+            if !blocks.clone().any(used) {
+                continue;
+            }
+            // Ages: from RAM's cached page, or read (not when urgent).
+            let read = match urgent || self.store.cached_bt_page_wear(pg).is_some() {
+                true => None,
+                false => Some(self.store.bt_page_wear(pg)?),
+            };
+            let wear = match (urgent, &read) {
+                (true, _) => None,
+                (false, Some(v)) => Some(&v[..]),
+                (false, None) => self.store.cached_bt_page_wear(pg),
+            };
+            for b in blocks {
+                let age = wear
+                    .and_then(|w| w.get((b - pg * per) as usize))
+                    .map_or(0, |w| w.age);
+                for (k, stretch) in [(0, false), (1, true)] {
+                    if stretch && room {
+                        continue;
+                    }
+                    if let Some(score) = self.victim_score(b, urgent, (room, rewrite), stretch, age)
+                    {
+                        if best[k].is_none_or(|(s, _)| score.exceeds(1, s)) {
+                            best[k] = Some((score, b));
+                        }
                     }
                 }
             }
-            best.map(|x| x.1)
-        };
-        pick(false).map(|b| (b, false)).or_else(|| {
-            if room {
-                None
-            } else {
-                pick(true).map(|b| (b, true))
-            }
-        })
+        }
+        Ok(best[0]
+            .map(|x| (x.1, false))
+            .or_else(|| best[1].map(|x| (x.1, true))))
     }
 
     /// When space is needed now: drops a victim chosen earlier (in the background, by age)
     /// if another block gives back space far more cheaply. What was already moved stays moved.
-    pub(crate) fn reconsider_victim(&mut self) {
+    pub(crate) fn reconsider_victim(&mut self) -> Result<()> {
         let Some(v) = self.gc.victim else {
-            return;
+            return Ok(());
         };
         if self.gc.unreadable || self.gc.unknown {
-            return;
+            return Ok(());
         }
+        // Urgent scores: no age.
         let room = (self.copy_room(), self.rewrite_room());
         let cur = self
-            .victim_score(v, true, room, true)
+            .victim_score(v, true, room, true, 0)
             .unwrap_or(Score::ZERO);
-        if let Some(b) = self.best_victim(true) {
+        if let Some(b) = self.best_victim(true)? {
             let best = self
-                .victim_score(b, true, room, true)
+                .victim_score(b, true, room, true, 0)
                 .unwrap_or(Score::ZERO);
             if b != v && best.exceeds(2, cur) {
                 self.gc.victim = None;
             }
         }
+        Ok(())
     }
 
     /// Whether `b` was kept for an unreadable item and nothing in it has died since.
@@ -345,7 +397,7 @@ impl<F: Flash> Fs<F> {
 
     /// Chooses the next victim (scrub, a spare for the anchors, wear leveling, then
     /// cost-benefit). False if none.
-    pub(crate) fn pick_victim(&mut self, urgent: bool) -> bool {
+    pub(crate) fn pick_victim(&mut self, urgent: bool) -> Result<bool> {
         while let Some(b) = self.store.peek_scrub_candidate() {
             // Scrubbing copies the block's live data: without room for the copies it waits on
             // the list, and collection that gives space back goes first (it used to take both
@@ -378,28 +430,28 @@ impl<F: Flash> Fs<F> {
                     // of a collection's tries while blocks with nothing live waited (ENOSPC at
                     // 42% on a small device with a quarter of its blocks bad).
                     self.gc.stretch = !self.copy_room();
-                    return true;
+                    return Ok(true);
                 }
             }
         }
         if let Some(b) = self.anchor_spare_victim() {
             self.start_victim(b);
-            return true;
+            return Ok(true);
         }
-        if !urgent && self.wl_due() {
-            if let Some(b) = self.wl_candidate() {
+        if !urgent && self.wl_due()? {
+            if let Some(b) = self.wl_candidate()? {
                 self.start_victim(b);
                 self.gc.wl_moves += 1;
-                return true;
+                return Ok(true);
             }
         }
-        match self.best_victim_how(urgent) {
+        Ok(match self.best_victim_how(urgent)? {
             Some((b, stretch)) => {
                 self.start_victim(b);
                 self.gc.stretch = stretch;
                 true
             }
             None => false,
-        }
+        })
     }
 }
