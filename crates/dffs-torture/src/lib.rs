@@ -1484,8 +1484,9 @@ pub struct ChainReport {
     /// Operations that said ENOSPC.
     pub nospace: u64,
     /// Blocks whose recorded erase count was lower after a recovery than before its cut (the
-    /// counts of blocks erased after the last checkpoint are lost in a cut: DESIGN.md §15
-    /// item 6). Counted, not a failure, until erase counts live on flash.
+    /// counts of blocks erased after the last checkpoint that replay finds nothing in are lost
+    /// in a cut: DESIGN.md §15 item 6). Counted, not a failure, until every erase is recorded
+    /// on flash before it is made.
     pub erase_counts_lost: u64,
     /// The first failure; the chain stops there.
     pub failure: Option<String>,

@@ -549,8 +549,9 @@ impl<F: Flash> Fs<F> {
         if !p.addr_valid(a) {
             return;
         }
-        self.store.add_live(a, bytes);
         let blk = p.block_of(a);
+        self.store.count_replayed_erase(blk);
+        self.store.add_live(a, bytes);
         let e = self.store.block(blk);
         if matches!(e.state(), BlockState::Free | BlockState::Erased) {
             self.store.set_block(

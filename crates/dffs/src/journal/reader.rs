@@ -230,6 +230,7 @@ impl JournalScan {
             Ok(Record::Link { prev, next }) if prev == self.block => {
                 // The chain block holds records the state depends on: keep it from the
                 // allocator until the next checkpoint.
+                st.count_replayed_erase(self.next);
                 st.set_block(
                     self.next,
                     BlockInfo::new(BlockState::Used, LogKind::Journal, 0),

@@ -509,6 +509,24 @@ impl<F: Flash> Store<F> {
         self.table.wear_backlog()
     }
 
+    /// During replay: block `b`, which the checkpoint's table calls `Free`, holds something
+    /// written after that checkpoint, so it was erased once since (once: a block freed comes
+    /// back only with a checkpoint, so it is allocated at most once between two): its erase
+    /// count says so. (An `Erased` block is allocated without an erase.) Counts of blocks
+    /// erased but not yet written when the power went stay lost (DESIGN §15 item 6).
+    pub fn count_replayed_erase(&mut self, b: u32) {
+        if self.table.get(b).state() == BlockState::Free {
+            // (Wear only: a page that cannot be read leaves the count as it was.)
+            if let Ok(w) = self.wear(b) {
+                let w = Wear {
+                    ec: w.ec.saturating_add(1),
+                    ..w
+                };
+                self.table.set_wear(b, w, true);
+            }
+        }
+    }
+
     /// Block `b`'s erase count and age if RAM holds them.
     pub fn wear_in_ram(&self, b: u32) -> Option<Wear> {
         self.table.wear(b)
