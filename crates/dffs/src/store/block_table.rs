@@ -116,6 +116,46 @@ pub struct Wear {
     pub age: u32,
 }
 
+/// Static wear leveling's figures (DESIGN §10): over the blocks in circulation (neither bad
+/// nor anchors) the total, number and largest of their erase counts, and the least worn used
+/// block outside the journal (the lower block among equals) as (erase count, block).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WlFigures {
+    /// Erase counts added up.
+    pub sum: u64,
+    /// Blocks counted.
+    pub n: u64,
+    /// The largest erase count.
+    pub max: u32,
+    /// The least worn used block outside the journal, if any.
+    pub coldest: Option<(u32, u32)>,
+}
+
+impl WlFigures {
+    /// Counts block `b` of record `e` and erase count `ec` (as a candidate for the coldest
+    /// only if `candidate`).
+    pub fn add(&mut self, b: u32, e: BlockInfo, ec: u32, candidate: bool) {
+        if in_circulation(e) {
+            self.sum += ec as u64;
+            self.n += 1;
+            self.max = self.max.max(ec);
+        }
+        if candidate && wl_movable(e) && self.coldest.is_none_or(|c| (ec, b) < c) {
+            self.coldest = Some((ec, b));
+        }
+    }
+}
+
+/// Whether a block of record `e` counts for the wear spread (neither bad nor an anchor).
+fn in_circulation(e: BlockInfo) -> bool {
+    !matches!(e.state(), BlockState::Bad | BlockState::Anchor)
+}
+
+/// Whether static wear leveling may move a block of record `e` (used, not the journal's).
+fn wl_movable(e: BlockInfo) -> bool {
+    e.state() == BlockState::Used && e.kind() != LogKind::Journal
+}
+
 /// One block's whole record, as a block-table page or delta node holds it: 12 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockRecord {
@@ -221,8 +261,6 @@ pub(crate) struct BlockTable {
     cache: Vec<(u32, Vec<Wear>)>,
     /// Most pages `cache` holds (at least one).
     cache_pages: usize,
-    /// Bumped by every change of a block's state, log or wear.
-    gen: u64,
     /// Bumped whenever a block outside the anchor area joins the free pool (or a free one's
     /// wear changes), which may put it ahead of the candidates.
     free_gen: u64,
@@ -234,6 +272,9 @@ pub(crate) struct BlockTable {
     cand_gen: u64,
     /// The candidates found were every free block outside the anchor area.
     cand_all: bool,
+    /// Static wear leveling's figures, kept up to date with every change (`None`: a change
+    /// whose effect needs blocks' wear RAM does not hold; the store counts them again).
+    wl: Option<WlFigures>,
     /// Free blocks offered while candidates are found.
     offered: u32,
 }
@@ -281,12 +322,12 @@ impl BlockTable {
             over: VecMap::new(),
             cache: Vec::new(),
             cache_pages: cache_pages.max(1),
-            gen: 0,
             free_gen: 0,
             young: Vec::new(),
             old: Vec::new(),
             cand_gen: u64::MAX,
             cand_all: false,
+            wl: None,
             offered: 0,
         };
         for b in 0..n {
@@ -340,7 +381,7 @@ impl BlockTable {
         self.counts[os as usize] -= 1;
         self.counts[ns as usize] += 1;
         if old.bits != e.bits {
-            self.gen += 1;
+            self.wl_follow_record(b, old, e);
             if ns.is_free() && !os.is_free() && b >= ANCHOR_AREA {
                 self.free_gen += 1;
             }
@@ -538,18 +579,6 @@ impl BlockTable {
 
     // ----- wear ----------------------------------------------------------------------------
 
-    /// A number that changes whenever a block's state, log or wear does (not its live
-    /// bytes): what is computed from those alone may be kept until it changes.
-    pub fn generation(&self) -> u64 {
-        self.gen
-    }
-
-    /// Continues the generation of the table this one replaces (a reload), so that nothing
-    /// computed from the old one is taken for this one's.
-    pub fn continue_generation(&mut self, old: u64) {
-        self.gen = old + 1;
-    }
-
     /// Where the newest copy of block-table page `i` is on flash (`Addr::NONE`: nowhere).
     pub fn page_addr(&self, i: u32) -> Addr {
         self.page_addr
@@ -638,9 +667,11 @@ impl BlockTable {
     /// free pool (the erase of an allocation), so the free-block candidates stay what they
     /// are.
     pub fn set_wear(&mut self, b: u32, w: Wear, leaving: bool) {
-        if b >= self.n || self.wear(b) == Some(w) {
+        let old = self.wear(b);
+        if b >= self.n || old == Some(w) {
             return;
         }
+        self.wl_follow_wear(b, old, w.ec);
         let i = b / self.per_page;
         let k = (b - i * self.per_page) as usize;
         match self.cache.iter_mut().find(|c| c.0 == i) {
@@ -660,10 +691,96 @@ impl BlockTable {
         if let Some(x) = self.wear_changed.get_mut((b / 32) as usize) {
             *x |= 1 << (b % 32);
         }
-        self.gen += 1;
         if !leaving && b >= ANCHOR_AREA && self.hot_get(b).state().is_free() {
             self.free_gen += 1;
         }
+    }
+
+    /// Whether RAM holds the wear of every block (every page with a copy is cached).
+    pub fn all_wear_in_ram(&self) -> bool {
+        (0..self.page_count()).all(|i| self.page_addr(i).is_none() || self.cached_page(i).is_some())
+    }
+
+    /// Static wear leveling's figures, if kept up to date (see [`WlFigures`]).
+    pub fn wl_figures(&self) -> Option<WlFigures> {
+        self.wl
+    }
+
+    /// Sets the figures, counted over every block by the store.
+    pub fn set_wl_figures(&mut self, f: WlFigures) {
+        self.wl = Some(f);
+    }
+
+    /// Keeps the figures up to date when block `b`'s record changes from `old` to `new`.
+    fn wl_follow_record(&mut self, b: u32, old: BlockInfo, new: BlockInfo) {
+        let Some(mut f) = self.wl else {
+            return;
+        };
+        let ec = self.wear(b).map(|w| w.ec);
+        let ok = (|| {
+            if in_circulation(old) != in_circulation(new) {
+                let ec = ec?;
+                if in_circulation(new) {
+                    f.sum += ec as u64;
+                    f.n += 1;
+                    f.max = f.max.max(ec);
+                } else {
+                    f.sum -= ec as u64;
+                    f.n -= 1;
+                    if ec == f.max {
+                        return None;
+                    }
+                }
+            }
+            if wl_movable(old) != wl_movable(new) {
+                if wl_movable(new) {
+                    let c = (ec?, b);
+                    if f.coldest.is_none_or(|x| c < x) {
+                        f.coldest = Some(c);
+                    }
+                } else if f.coldest.is_some_and(|x| x.1 == b) {
+                    return None;
+                }
+            }
+            Some(f)
+        })();
+        self.wl = ok;
+    }
+
+    /// Keeps the figures up to date when block `b`'s erase count changes from `old` (`None`:
+    /// not in RAM) to `ec`.
+    fn wl_follow_wear(&mut self, b: u32, old: Option<Wear>, ec: u32) {
+        let Some(mut f) = self.wl else {
+            return;
+        };
+        let e = self.get(b);
+        let ok = (|| {
+            let old = old?.ec;
+            if in_circulation(e) {
+                f.sum = f.sum + ec as u64 - old as u64;
+                if ec < old && old == f.max {
+                    return None;
+                }
+                f.max = f.max.max(ec);
+            }
+            if wl_movable(e) {
+                match f.coldest {
+                    Some((_, x)) if x == b => {
+                        if ec > old {
+                            return None;
+                        }
+                        f.coldest = Some((ec, b));
+                    }
+                    _ => {
+                        if f.coldest.is_none_or(|x| (ec, b) < x) {
+                            f.coldest = Some((ec, b));
+                        }
+                    }
+                }
+            }
+            Some(f)
+        })();
+        self.wl = ok;
     }
 
     /// Wear entries kept besides the cache (changed records of pages not cached, and the
@@ -1119,5 +1236,54 @@ mod tests {
         }
         // Most allocations needed no search.
         assert!(rescans < 1000, "{rescans} searches");
+    }
+
+    /// Static wear leveling's figures, followed change by change, equal a count over every
+    /// block whenever the table says it has them; after a change it could not follow (the
+    /// coldest or the most worn block leaving) it says so, and a count starts it again.
+    #[test]
+    fn wear_leveling_figures_follow_every_change() {
+        let n = 120u32;
+        let mut t = BlockTable::new(n, 16, 4096, 8);
+        let mut rng = Rng(99);
+        let count = |t: &BlockTable| {
+            let mut f = WlFigures::default();
+            for b in 0..n {
+                f.add(b, t.get(b), t.wear(b).unwrap().ec, true);
+            }
+            f
+        };
+        let mut followed = 0;
+        for step in 0..20_000 {
+            let b = rng.next(n);
+            match rng.next(4) {
+                0 => {
+                    let s = STATES[rng.next(8) as usize];
+                    t.set_state(b, s);
+                }
+                1 => {
+                    let k = LogKind::ALL[rng.next(7) as usize];
+                    t.set(b, BlockInfo::new(STATES[rng.next(8) as usize], k, 0));
+                }
+                _ => {
+                    let w = t.wear(b).unwrap();
+                    let ec = if rng.next(20) == 0 {
+                        w.ec.saturating_sub(1)
+                    } else {
+                        w.ec + 1
+                    };
+                    t.set_wear(b, Wear { ec, age: step }, false);
+                }
+            }
+            match t.wl_figures() {
+                Some(f) => {
+                    assert_eq!(f, count(&t), "step {step}");
+                    followed += 1;
+                }
+                None => t.set_wl_figures(count(&t)),
+            }
+        }
+        // Most changes are followed without a count.
+        assert!(followed > 15_000, "{followed} of 20,000 followed");
     }
 }

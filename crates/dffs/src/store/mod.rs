@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 
 pub(crate) use bad_blocks::Remap;
 pub(crate) use block_table::{
-    decode_page, BlockInfo, BlockRecord, BlockState, BlockTable, Wear, ANCHOR_SPARES,
+    decode_page, BlockInfo, BlockRecord, BlockState, BlockTable, Wear, WlFigures, ANCHOR_SPARES,
 };
 pub(crate) use heads::{Head, Heads};
 use medium::Medium;
@@ -461,7 +461,6 @@ impl<F: Flash> Store<F> {
     /// its page is loaded.
     pub fn begin_table_load(&mut self) {
         // The old table goes first: a mount holds one table, not two.
-        let generation = self.table.generation();
         self.table = BlockTable::for_load(0, 1, 1, 1);
         let g = self.p.geometry;
         self.table = BlockTable::for_load(
@@ -470,7 +469,6 @@ impl<F: Flash> Store<F> {
             g.block_size(),
             self.table_cache,
         );
-        self.table.continue_generation(generation);
     }
 
     /// Loads block-table page `i`, read at `a`.
@@ -596,10 +594,29 @@ impl<F: Flash> Store<F> {
         Ok(())
     }
 
-    /// A number that changes whenever a block's state, log or wear does (see
-    /// [`BlockTable::generation`]).
-    pub fn table_generation(&self) -> u64 {
-        self.table.generation()
+    /// Static wear leveling's figures ([`WlFigures`]): kept up to date by the table, counted
+    /// again over every block (reading the pages RAM does not hold) after a change it could
+    /// not follow.
+    pub fn wl_figures(&mut self) -> Result<WlFigures> {
+        if let Some(f) = self.table.wl_figures() {
+            return Ok(f);
+        }
+        let f = self.count_wl_figures(|_| false)?;
+        self.table.set_wl_figures(f);
+        Ok(f)
+    }
+
+    /// [`WlFigures`] counted over every block, the blocks `skip` names left out of the
+    /// coldest.
+    pub fn count_wl_figures(&mut self, skip: impl Fn(u32) -> bool) -> Result<WlFigures> {
+        let mut f = WlFigures::default();
+        self.scan_wear(|b, e, w| f.add(b, e, w.ec, !skip(b)))?;
+        Ok(f)
+    }
+
+    /// Whether RAM holds every block's erase count and age.
+    pub fn all_wear_in_ram(&self) -> bool {
+        self.table.all_wear_in_ram()
     }
 
     /// The free block to allocate next: the least worn one, or the most worn one for data

@@ -57,9 +57,6 @@ pub(crate) struct GcState {
     /// Blocks kept because of unreadable items, with their live bytes then: not chosen again
     /// while nothing in them dies.
     pub kept: Vec<(u32, u32)>,
-    /// The last answer of static wear leveling's candidate search, with the block-table
-    /// generation and the kept blocks it was found for.
-    pub wl_memo: Option<(u64, Vec<u32>, Option<u32>)>,
     /// Totals for reports.
     pub moved_bytes: u64,
     pub blocks_collected: u64,

@@ -56,55 +56,46 @@ impl<F: Flash> Fs<F> {
     /// spread of the blocks in circulation (anchors and bad blocks aside) passes the
     /// threshold, and no free block is young enough for dynamic leveling to catch up alone.
     ///
-    /// Asked after every operation, it reads every block's erase count, which RAM may not
-    /// hold (see `BlockTable`): the answer is kept until a block's state or wear changes, or
-    /// the blocks kept for unreadable items do.
+    /// Asked after every operation. The figures it needs are kept up to date by the block
+    /// table change by change (`WlFigures`): counting them again reads every block's erase
+    /// count, which RAM may not hold (DESIGN §12.1).
     fn wl_candidate(&mut self) -> Result<Option<u32>> {
-        let kept: Vec<u32> = self
-            .gc
-            .kept
-            .iter()
-            .map(|k| k.0)
-            .filter(|&b| self.is_kept(b))
-            .collect();
-        let generation = self.store.table_generation();
-        if let Some((g, k, c)) = &self.gc.wl_memo {
-            if *g == generation && *k == kept {
-                return Ok(*c);
-            }
-        }
-        let (mut mn, mut mx, mut sum, mut n) = (u32::MAX, 0u32, 0u64, 0u64);
         // The block dynamic leveling hands out next: free blocks the allocator holds back (the
         // anchor area's spares) never catch up by use, and counting them stopped static
         // leveling for good once the rest of the pool had worn past them (`dffs bench wear`:
         // cold blocks at 5-9 erases, the others at 35).
         let young_free = self.store.next_free_ec()?.unwrap_or(u32::MAX);
-        let mut cand = None;
-        self.store.scan_wear(|i, e, w| {
-            if matches!(e.state(), BlockState::Bad | BlockState::Anchor) {
-                return;
-            }
-            mx = mx.max(w.ec);
-            sum += w.ec as u64;
-            n += 1;
-            if e.state() == BlockState::Used
-                && e.kind() != LogKind::Journal
-                && w.ec < mn
-                && !kept.contains(&i)
-            {
-                mn = w.ec;
-                cand = Some(i);
-            }
-        })?;
-        let th = wl_threshold(sum, n);
-        let c = if n > 0 && mx.saturating_sub(mn) > th && young_free.saturating_sub(mn) > th / 2 {
-            cand
-        } else {
-            None
+        let mut f = self.store.wl_figures()?;
+        // A block kept for an unreadable item is not moved: the coldest of the others.
+        if f.coldest.is_some_and(|(_, b)| self.is_kept(b)) {
+            let kept: Vec<u32> = (self.gc.kept.iter().map(|k| k.0))
+                .filter(|&b| self.is_kept(b))
+                .collect();
+            f = self.store.count_wl_figures(|b| kept.contains(&b))?;
+        }
+        #[cfg(debug_assertions)]
+        if self.store.all_wear_in_ram() {
+            let kept: Vec<u32> = (self.gc.kept.iter().map(|k| k.0))
+                .filter(|&b| self.is_kept(b))
+                .collect();
+            let counted = self.store.count_wl_figures(|b| kept.contains(&b))?;
+            debug_assert_eq!(f, counted, "static wear leveling's figures");
+        }
+        if f.n == 0 {
+            return Ok(None);
+        }
+        let th = wl_threshold(f.sum, f.n);
+        let (mn, cand) = match f.coldest {
+            Some((ec, b)) => (ec, Some(b)),
+            None => (u32::MAX, None),
         };
-        // Reading pages changes no state: the generation is still the one the answer is for.
-        self.gc.wl_memo = Some((generation, kept, c));
-        Ok(c)
+        Ok(
+            if f.max.saturating_sub(mn) > th && young_free.saturating_sub(mn) > th / 2 {
+                cand
+            } else {
+                None
+            },
+        )
     }
 
     /// Whether collecting could free `bytes` (there is dead space or pending blocks).
