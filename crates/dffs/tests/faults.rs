@@ -593,3 +593,57 @@ fn writes_after_a_failed_recovery_checkpoint_fail_or_last() {
     let rep = fs.fsck().unwrap();
     assert!(rep.is_clean(), "{:?}", rep.errors);
 }
+
+/// A block-table page that cannot be read any more (its copy on flash damaged beyond ECC) costs
+/// the erase counts of its blocks, not the file system: with one page of erase counts cached
+/// in RAM, allocation and collection read the others; an unreadable one gives its blocks the
+/// mean erase count and is written again whole by the next checkpoint. Writes, collection, a
+/// checkpoint and a remount go on; contents and fsck are as they should be.
+#[test]
+fn an_unreadable_block_table_page_costs_erase_counts_not_writes() {
+    // 512 blocks: three block-table pages of 170 records.
+    let mut fs = Fs::mount(
+        device(512, SimOptions::default()),
+        Config {
+            table_cache: 1,
+            ..Config::smallest()
+        },
+    )
+    .unwrap();
+    let first = content(1, 3 << 20);
+    write_file(&mut fs, "a", &first);
+    fs.checkpoint().unwrap();
+    let pages = fs.debug_table_pages();
+    assert!(pages.len() >= 3, "{pages:?}");
+    let page_size = fs.flash().preset().geometry.page_size as u64;
+    for off in pages.iter().skip(1).flatten() {
+        fs.flash_mut()
+            .inject_uncorrectable((off / page_size) as u32)
+            .unwrap();
+    }
+    // Enough rewriting to allocate and collect all over the device.
+    let mut data = Vec::new();
+    for round in 0..24u32 {
+        if round >= 3 {
+            fs.unlink(ROOT_INO, format!("b{}", round - 3).as_bytes())
+                .unwrap();
+        }
+        data = content(10 + round, 3 << 20);
+        let ino = write_file(&mut fs, &format!("b{round}"), &data);
+        assert_eq!(read_range(&mut fs, ino, 0, data.len()).unwrap(), data);
+    }
+    fs.checkpoint().unwrap();
+    // The damaged pages were written again elsewhere.
+    let now = fs.debug_table_pages();
+    for (i, (old, new)) in pages.iter().zip(&now).enumerate().skip(1) {
+        assert_ne!(old, new, "page {i} still at its damaged copy");
+    }
+    let r = fs.fsck().unwrap();
+    assert!(r.is_clean(), "{:?}", r.errors);
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::smallest()).unwrap();
+    let ino = fs.lookup(ROOT_INO, b"b23").unwrap().ino;
+    assert_eq!(read_range(&mut fs, ino, 0, data.len()).unwrap(), data);
+    let r = fs.fsck().unwrap();
+    assert!(r.is_clean(), "{:?}", r.errors);
+}

@@ -201,6 +201,21 @@ impl<F: Flash> Fs<F> {
         Ok(v)
     }
 
+    /// Byte offsets on the device of the newest copy of every block-table page (for tests
+    /// that damage them; `None`: no copy yet).
+    #[doc(hidden)]
+    pub fn debug_table_pages(&self) -> Vec<Option<u64>> {
+        let p = self.store.p();
+        self.store
+            .bt_page_addrs()
+            .iter()
+            .map(|&a| {
+                p.addr_valid(a)
+                    .then(|| self.store.phys_offset(p.byte_of(a)))
+            })
+            .collect()
+    }
+
     /// Block states and live bytes per log (for diagnostics; the format is not stable).
     #[doc(hidden)]
     pub fn debug_block_summary(&self) -> alloc::string::String {

@@ -399,6 +399,11 @@ impl BlockTable {
         self.per_page
     }
 
+    /// Records in block-table page `i` (fewer in the last page).
+    pub fn page_len(&self, i: u32) -> usize {
+        self.page_range(i).len()
+    }
+
     /// The blocks whose records page `i` holds.
     fn page_range(&self, i: u32) -> core::ops::Range<u32> {
         let first = i.saturating_mul(self.per_page).min(self.n);
@@ -697,6 +702,7 @@ impl BlockTable {
     }
 
     /// Whether RAM holds the wear of every block (every page with a copy is cached).
+    #[cfg(debug_assertions)]
     pub fn all_wear_in_ram(&self) -> bool {
         (0..self.page_count()).all(|i| self.page_addr(i).is_none() || self.cached_page(i).is_some())
     }

@@ -239,6 +239,11 @@ impl<F: Flash> Store<F> {
         logical
     }
 
+    /// Physical byte offset of a logical byte offset (for diagnostics).
+    pub fn phys_offset(&self, pos: u64) -> u64 {
+        self.phys_pos(pos)
+    }
+
     /// Physical byte offset of a logical byte offset.
     fn phys_pos(&self, pos: u64) -> u64 {
         let bs = self.p.geometry.block_size() as u64;
@@ -555,7 +560,32 @@ impl<F: Flash> Store<F> {
     }
 
     /// The wear block-table page `i`'s copy on flash records.
+    ///
+    /// Wear is advice (which free block to take, which used one to move), not data: a page
+    /// that cannot be read (an uncorrectable read, a bad CRC) gives its blocks the mean erase
+    /// count of the blocks in circulation (0 when not known) and the current checkpoint as
+    /// their age, is cached as if read, and is written whole by the next checkpoint. Those
+    /// blocks' erase counts are lost; writing goes on. (Only a power loss is an error.)
     fn read_bt_wear(&mut self, i: u32) -> Result<Vec<Wear>> {
+        match self.read_bt_wear_copy(i) {
+            Err(Error::PowerLoss) => Err(Error::PowerLoss),
+            Ok(v) => Ok(v),
+            Err(_) => {
+                let mean = self
+                    .table
+                    .wl_figures()
+                    .filter(|f| f.n > 0)
+                    .map_or(0, |f| (f.sum / f.n) as u32);
+                let v = alloc::vec![Wear { ec: mean, age: 0 }.aged(self.cp_number); self.table.page_len(i)];
+                self.table.mark_page(i);
+                self.table.cache_page(i, v.clone());
+                Ok(v)
+            }
+        }
+    }
+
+    /// [`Store::read_bt_wear`], failing when the page cannot be read.
+    fn read_bt_wear_copy(&mut self, i: u32) -> Result<Vec<Wear>> {
         let a = self.table.page_addr(i);
         if a.is_none() {
             return Err(Error::Corrupt);
@@ -615,6 +645,7 @@ impl<F: Flash> Store<F> {
     }
 
     /// Whether RAM holds every block's erase count and age.
+    #[cfg(debug_assertions)]
     pub fn all_wear_in_ram(&self) -> bool {
         self.table.all_wear_in_ram()
     }
