@@ -88,8 +88,11 @@ fn erase_size_and_partition_change_the_block_table() {
     assert_eq!(part["blocks"], 32);
     assert_eq!(big["configs"].as_array().unwrap().len(), 1);
     let mount = |v: &Value| figure(v, 0, "after_mount_bytes");
-    // 16 times the blocks: the per-block table dominates RAM after mount.
-    assert!(mount(&small) > 4 * mount(&big), "{small} vs {big}");
+    // 16 times the blocks: the per-block records (19 bits each on 4 KiB sectors; the erase
+    // counts of one block-table page in this configuration) dominate RAM after mount, which
+    // stays within issue 16's 16 KiB.
+    assert!(mount(&small) > 2 * mount(&big), "{small} vs {big}");
+    assert!(mount(&small) <= 16 << 10, "{small}");
     assert!(mount(&part) < mount(&big), "{part} vs {big}");
 }
 
