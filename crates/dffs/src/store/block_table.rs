@@ -254,10 +254,12 @@ pub(crate) struct BlockTable {
     counts: [u32; 8],
     /// Where the newest copy of each block-table page is on flash (`Addr::NONE`: nowhere yet).
     page_addr: Vec<Addr>,
-    /// Wear that differs from the block's page on flash or whose page has no copy yet (where
-    /// there is none, a block's wear is zero), and the anchor area's always.
+    /// Wear of blocks whose page is not cached and whose wear differs from the page's copy on
+    /// flash (or whose page has no copy yet: without an entry their wear is zero), and the
+    /// anchor area's always.
     over: VecMap<u32, Wear>,
-    /// Wear of block-table pages as their copies on flash have it, oldest entry first.
+    /// The current wear of the cached block-table pages (changes are made here; eviction keeps
+    /// the changed ones in `over`), the page cached longest first.
     cache: Vec<(u32, Vec<Wear>)>,
     /// Most pages `cache` holds (at least one).
     cache_pages: usize,
