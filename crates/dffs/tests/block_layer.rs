@@ -74,6 +74,15 @@ fn random_writes(
     fs.close(fh).unwrap();
 }
 
+/// A power cut (everything not yet programmed is lost) and a mount with the default
+/// configuration.
+fn cut_and_mount(fs: Fs<SimFlash>) -> Fs<SimFlash> {
+    let mut dev = fs.into_flash();
+    dev.power_off();
+    dev.power_up();
+    Fs::mount(dev, Config::default()).unwrap()
+}
+
 fn check(fs: &mut Fs<SimFlash>, ino: Ino, model: &[u8]) {
     let fh = fs.open(ino, OpenFlags::READ).unwrap();
     let mut buf = vec![0u8; model.len()];
@@ -153,10 +162,7 @@ fn a_transaction_on_a_device_full_of_dead_data_has_room() {
     }
     fs.close(fh).unwrap();
     fs.commit_transaction().unwrap();
-    let mut dev = fs.into_flash();
-    dev.power_off();
-    dev.power_up();
-    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    let mut fs = cut_and_mount(fs);
     check(&mut fs, ino, &model);
     let fh = fs.open(t, OpenFlags::READ).unwrap();
     let mut buf = vec![0u8; data.len() + 1];
@@ -207,10 +213,7 @@ fn a_power_cut_after_incremental_checkpoints_loses_nothing_synced() {
         fs.checkpoint().unwrap();
     }
     random_writes(&mut fs, ino, &mut model, 4096, 20, &mut rng);
-    let mut dev = fs.into_flash();
-    dev.power_off();
-    dev.power_up();
-    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    let mut fs = cut_and_mount(fs);
     check(&mut fs, ino, &model);
 }
 
@@ -306,10 +309,7 @@ fn a_checkpoint_carries_scattered_changes_in_delta_nodes() {
     // changed record took 30–39 KB.
     assert!(worst < 24 << 10, "a checkpoint programmed {worst} bytes");
     random_writes(&mut fs, ino, &mut model, 4096, 10, &mut rng);
-    let mut dev = fs.into_flash();
-    dev.power_off();
-    dev.power_up();
-    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    let mut fs = cut_and_mount(fs);
     check(&mut fs, ino, &model);
 }
 
@@ -438,10 +438,7 @@ fn replay_counts_the_erases_of_blocks_written_since_the_checkpoint() {
         .filter(|(b, c)| b > c)
         .count();
     assert!(erased >= 3, "{erased} blocks erased since the checkpoint");
-    let mut dev = fs.into_flash();
-    dev.power_off();
-    dev.power_up();
-    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    let mut fs = cut_and_mount(fs);
     check(&mut fs, ino, &model);
     assert_eq!(fs.erase_counts().unwrap(), before);
 }

@@ -466,28 +466,22 @@ impl<F: Flash> Fs<F> {
         for i in plan.0 {
             let was_dirty = self.store.bt_page_dirty(i);
             // The blocks' wear: RAM's cached page, or the page on flash with RAM's changes.
-            let read = match self.store.cached_bt_page_wear(i) {
-                Some(_) => None,
-                None => match self.store.bt_page_wear(i) {
-                    Ok(w) => Some(w),
-                    Err(e) => {
-                        // As for a page not written (below).
-                        for &(k, _) in last_prov.iter().chain(now_prov.iter()) {
-                            self.store.mark_bt_page(k);
-                        }
-                        return Err(e);
+            let read = match self.store.uncached_bt_page_wear(i) {
+                Ok(r) => r,
+                Err(e) => {
+                    // As for a page not written (below).
+                    for &(k, _) in last_prov.iter().chain(now_prov.iter()) {
+                        self.store.mark_bt_page(k);
                     }
-                },
+                    return Err(e);
+                }
             };
             self.store.clear_bt_page(i);
             let first = i * per;
             let n = per.min(nblocks - first);
             let mut nb = NodeBuilder::new(NodeType::BlockTable, 0, 0, p.map_page as usize);
             nb.w.u32(first).u32(n);
-            let wear = read
-                .as_deref()
-                .or_else(|| self.store.cached_bt_page_wear(i))
-                .unwrap_or(&[]);
+            let wear = self.store.page_wear_in(i, &read);
             if wear.len() != n as usize {
                 self.store.mark_bt_page(i);
                 return Err(Error::Corrupt);

@@ -501,9 +501,21 @@ impl<F: Flash> Store<F> {
         self.table.page_written(i, a);
     }
 
-    /// The erase counts and ages of block-table page `i`'s blocks, if RAM caches the page.
-    pub fn cached_bt_page_wear(&self, i: u32) -> Option<&[Wear]> {
-        self.table.cached_page(i)
+    /// Block-table page `i`'s wear when RAM does not cache the page (read from flash,
+    /// [`Store::bt_page_wear`]); `None` when it does. With [`Store::page_wear_in`], a caller
+    /// gets the page's wear without copying a cached page.
+    pub fn uncached_bt_page_wear(&mut self, i: u32) -> Result<Option<Vec<Wear>>> {
+        match self.table.cached_page(i) {
+            Some(_) => Ok(None),
+            None => self.bt_page_wear(i).map(Some),
+        }
+    }
+
+    /// Page `i`'s wear: `read` ([`Store::uncached_bt_page_wear`]) or the cached page.
+    pub fn page_wear_in<'a>(&'a self, i: u32, read: &'a Option<Vec<Wear>>) -> &'a [Wear] {
+        read.as_deref()
+            .or_else(|| self.table.cached_page(i))
+            .unwrap_or(&[])
     }
 
     /// Wear entries RAM keeps besides its cache of block-table pages (see
@@ -608,17 +620,10 @@ impl<F: Flash> Store<F> {
     pub fn scan_wear(&mut self, mut f: impl FnMut(u32, BlockInfo, Wear)) -> Result<()> {
         let per = self.table.per_page();
         for i in 0..self.table.page_count() {
-            if let Some(v) = self.table.cached_page(i) {
-                for (k, w) in v.iter().enumerate() {
-                    let b = i * per + k as u32;
-                    f(b, self.table.get(b), *w);
-                }
-                continue;
-            }
-            let v = self.bt_page_wear(i)?;
-            for (k, w) in v.into_iter().enumerate() {
+            let read = self.uncached_bt_page_wear(i)?;
+            for (k, w) in self.page_wear_in(i, &read).iter().enumerate() {
                 let b = i * per + k as u32;
-                f(b, self.table.get(b), w);
+                f(b, self.table.get(b), *w);
             }
         }
         Ok(())
@@ -678,7 +683,8 @@ impl<F: Flash> Store<F> {
                 a < b
             }
         };
-        for skip_area in [spare_only, false] {
+        let passes: &[bool] = if spare_only { &[true, false] } else { &[false] };
+        for &skip_area in passes {
             let mut best: Option<(u32, u32)> = None;
             for b in 0..area {
                 if !free(self, b) || (skip_area && self.phys(b) == b) {
@@ -712,20 +718,11 @@ impl<F: Flash> Store<F> {
             if !(first..end).any(|b| self.table.get(b).state().is_free()) {
                 continue;
             }
-            let read = match self.table.cached_page(i) {
-                Some(_) => None,
-                None => Some(self.bt_page_wear(i)?),
-            };
-            let v = read.as_deref().or_else(|| self.table.cached_page(i));
+            let read = self.uncached_bt_page_wear(i)?;
+            let v = self.page_wear_in(i, &read);
             let offers: Vec<(u32, u32)> = (first..end)
                 .filter(|&b| self.table.get(b).state().is_free())
-                .map(|b| {
-                    (
-                        b,
-                        v.and_then(|v| v.get((b - i * per) as usize))
-                            .map_or(0, |w| w.ec),
-                    )
-                })
+                .map(|b| (b, v.get((b - i * per) as usize).map_or(0, |w| w.ec)))
                 .collect();
             for (b, ec) in offers {
                 self.table.offer(b, ec);

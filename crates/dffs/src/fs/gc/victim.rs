@@ -68,16 +68,12 @@ impl<F: Flash> Fs<F> {
         let mut f = self.store.wl_figures()?;
         // A block kept for an unreadable item is not moved: the coldest of the others.
         if f.coldest.is_some_and(|(_, b)| self.is_kept(b)) {
-            let kept: Vec<u32> = (self.gc.kept.iter().map(|k| k.0))
-                .filter(|&b| self.is_kept(b))
-                .collect();
+            let kept = self.kept_blocks();
             f = self.store.count_wl_figures(|b| kept.contains(&b))?;
         }
         #[cfg(debug_assertions)]
         if self.store.all_wear_in_ram() {
-            let kept: Vec<u32> = (self.gc.kept.iter().map(|k| k.0))
-                .filter(|&b| self.is_kept(b))
-                .collect();
+            let kept = self.kept_blocks();
             let counted = self.store.count_wl_figures(|b| kept.contains(&b))?;
             debug_assert_eq!(f, counted, "static wear leveling's figures");
         }
@@ -263,15 +259,11 @@ impl<F: Flash> Fs<F> {
                 continue;
             }
             // Ages: from RAM's cached page, or read (not when urgent).
-            let read = match urgent || self.store.cached_bt_page_wear(pg).is_some() {
+            let read = match urgent {
                 true => None,
-                false => Some(self.store.bt_page_wear(pg)?),
+                false => self.store.uncached_bt_page_wear(pg)?,
             };
-            let wear = match (urgent, &read) {
-                (true, _) => None,
-                (false, Some(v)) => Some(&v[..]),
-                (false, None) => self.store.cached_bt_page_wear(pg),
-            };
+            let wear = (!urgent).then(|| self.store.page_wear_in(pg, &read));
             for b in blocks {
                 let age = wear
                     .and_then(|w| w.get((b - pg * per) as usize))
@@ -317,6 +309,13 @@ impl<F: Flash> Fs<F> {
             }
         }
         Ok(())
+    }
+
+    /// The blocks [`Fs::is_kept`] says are kept.
+    fn kept_blocks(&self) -> Vec<u32> {
+        (self.gc.kept.iter().map(|k| k.0))
+            .filter(|&b| self.is_kept(b))
+            .collect()
     }
 
     /// Whether `b` was kept for an unreadable item and nothing in it has died since.
