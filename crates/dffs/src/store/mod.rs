@@ -85,6 +85,9 @@ pub(crate) struct Store<F: Flash> {
     floor_user: u32,
     /// Free blocks [`Priority::Spare`] allocations must leave.
     floor_spare: u32,
+    /// Blocks of the copy floor a fold outside a checkpoint may take: the floor keeps them
+    /// for exactly those nodes ([`Store::set_fold_credit`]).
+    fold_credit: u32,
     /// A checkpoint is being written: [`Priority::Reserve`] may take the last blocks.
     checkpointing: bool,
     /// A node to write (and make durable) into a log, one page after where its head stands,
@@ -157,6 +160,7 @@ impl<F: Flash> Store<F> {
             floor_log: 0,
             floor_user: p.gc_reserve + p.bad_reserve,
             floor_spare: 0,
+            fold_credit: 0,
             checkpointing: false,
             first_program: None,
             phase: Phase::Op,
@@ -193,6 +197,13 @@ impl<F: Flash> Store<F> {
         self.floor_spare = spare;
         self.floor_log = log.max(spare);
         self.floor_user = user.max(self.floor_log);
+    }
+
+    /// While a commit folds a spilled update's tree (nodes the checkpoint need, and so the
+    /// copy floor, counts already), lets [`Priority::Reserve`] allocations go `blocks` below
+    /// the copy floor; 0 ends it.
+    pub fn set_fold_credit(&mut self, blocks: u32) {
+        self.fold_credit = blocks;
     }
 
     /// Marks the start (`true`) and end of a checkpoint: while it is written,
@@ -305,7 +316,7 @@ impl<F: Flash> Store<F> {
                 Priority::Spare if self.checkpointing => 0,
                 Priority::Spare => self.floor_spare,
                 Priority::Reserve if self.checkpointing => 0,
-                Priority::Reserve => self.floor_log,
+                Priority::Reserve => self.floor_log.saturating_sub(self.fold_credit),
             };
             if free <= floor {
                 return Err(Error::NoSpace);

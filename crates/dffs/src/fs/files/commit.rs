@@ -54,8 +54,11 @@ impl<F: Flash> Fs<F> {
         // A spilled update commits its whole block map at once.
         let map = match ov.spilled.take() {
             Some(mut sp) => {
-                let mut ix = self.tree(ino);
-                if let Err(e) = ix.fold(&mut sp) {
+                let credit = self.fold_blocks(&sp);
+                self.store.set_fold_credit(credit);
+                let r = self.tree(ino).fold(&mut sp);
+                self.store.set_fold_credit(0);
+                if let Err(e) = r {
                     ov.spilled = Some(sp);
                     if let Some(o) = self.open.files.get_mut(&ino) {
                         o.overlay = Some(ov);

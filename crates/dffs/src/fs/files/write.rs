@@ -64,15 +64,20 @@ impl<F: Flash> Fs<F> {
         let need = (last_b - first_b + 1) * bs;
         self.ensure_space(need)?;
         // Room for writing it all back, so a write either happens whole or not at all: the
-        // blocks as flush_blocks will write them (each with its data node header on NOR).
-        let blocks = need / bs + self.data_cache.dirty_count() as u64;
+        // blocks as flush_blocks will write them (each with its data node header on NOR). A
+        // write that stays inline writes no block (only its inode, counted below).
+        let inline = end <= limit && self.overlay(ino)?.inline.is_some();
+        let blocks = if inline { 0 } else { need / bs } + self.data_cache.dirty_count() as u64;
         // Plus the blocks what the write adds to the next checkpoint may open (that checkpoint
         // must still fit above the floors once the data is written): the index nodes its
         // blocks fold into (a leaf per `fanout` blocks and a path above) and the inode.
         // (Without it a large write on a small-block device left the free pool below what
         // the next checkpoint needed, and that checkpoint ran out.)
         let fanout = p.index_fanout() as u64;
-        let index_bytes = (blocks.div_ceil(fanout) + 4) * p.index_node as u64;
+        let index_bytes = match blocks {
+            0 => 0,
+            _ => (blocks.div_ceil(fanout) + 4) * p.index_node as u64,
+        };
         let meta = self.meta_blocks(p.dir_page as u64, index_bytes);
         let bytes = blocks * (p.data_slot() as u64 + p.data_header() as u64);
         self.ensure_blocks(
