@@ -262,7 +262,7 @@ fn usable_space_for_one_file() {
     let cases: [(&str, SimFlash, f64); 5] = [
         ("1 MiB NOR, 4 KiB sectors", nor_4k(1 << 20), 0.82),
         ("2 MiB NOR, 4 KiB sectors", nor_4k(2 << 20), 0.85),
-        ("4 MiB SLC NAND", nand(4 << 20), 0.60),
+        ("4 MiB SLC NAND", nand(4 << 20), 0.50),
         ("128 MiB SLC NAND", nand(128 << 20), 0.95),
         ("16 MiB NOR, 4 KiB sectors", nor_4k(16 << 20), 0.90),
     ];

@@ -334,12 +334,10 @@ fn anchors_fail_on_a_full_device() {
         // blocks the failures retire:
         // every block of the anchor area that the allocator may hand out is then in use.
         let mut files = fill_to_nospace(&mut fs);
-        // (40 files, almost four blocks: the fill reaches further since the budget stopped
-        // reserving the hot data head's block, and 24 left too little for two retired blocks.)
-        for n in 0..40 {
+        for n in 0..24 {
             fs.unlink(ROOT_INO, format!("f{n}").as_bytes()).unwrap();
         }
-        files.drain(..40);
+        files.drain(..24);
         if fail_erase {
             fs.flash_mut().fail_next_erase_of(0).unwrap();
         }

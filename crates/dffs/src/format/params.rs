@@ -389,23 +389,6 @@ impl Params {
         self.align(NODE_HEADER + 16)
     }
 
-    /// The most live bytes an erase block of log `kind` can hold. NOR data blocks hold whole
-    /// data nodes of at most 64 slots, each behind its header, so a full one still has a tail
-    /// no slot fits in (136 bytes of a 4 KiB sector with 264-byte slots). Every other block
-    /// can be filled to its size.
-    pub fn block_capacity(&self, kind: LogKind) -> u32 {
-        let bs = self.geometry.block_size();
-        if self.geometry.kind != FlashKind::Nor || !kind.is_data() {
-            return bs;
-        }
-        let (head, slot) = (self.data_header(), self.data_slot());
-        let run = (bs.saturating_sub(head) / slot).clamp(1, 64);
-        let node = head + run * slot;
-        let rest = bs % node;
-        let tail = rest.saturating_sub(head) / slot;
-        ((bs / node) * run + tail) * slot
-    }
-
     /// Address units between consecutive blocks of one contiguous write (a data slot).
     pub const fn stride(&self) -> u32 {
         self.data_slot() >> self.addr_shift

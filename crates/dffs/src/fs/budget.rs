@@ -248,27 +248,27 @@ impl<F: Flash> Fs<F> {
     /// (usable bytes, bytes that can still be written).
     pub(crate) fn space(&self) -> (u64, u64) {
         let p = self.store.p();
-        let (mut good, mut heads, mut live) = (0u64, 0u64, 0u64);
-        for (_, e) in self.store.blocks() {
-            if matches!(e.state(), BlockState::Bad | BlockState::Anchor) {
-                continue;
-            }
-            good += 1;
-            // Only the hot data head takes new file data: the room left in any other head's
-            // block (metadata, collection's copies) is not for it, nor are its live bytes.
-            if e.state() == BlockState::Head && e.kind() != LogKind::DataHot {
-                heads += (e.kind() != LogKind::Journal) as u64;
-            } else if e.kind() != LogKind::Journal {
-                live += e.live as u64;
-            }
-        }
-        // Reserve: GC and bad-block spares, the journal (live + next), and the heads other
-        // than the journal's and the hot data one (those not open yet open a block each).
-        let heads = heads.max(p.head_count() as u64 - 2);
-        let reserve = self.store.reserve_blocks() as u64 + 2 + heads;
-        // Counted in what a data block holds: a 4 KiB NOR sector takes 3,960 bytes of slots,
-        // and the tail no slot fits in is no room for files.
-        let usable = good.saturating_sub(reserve) * p.block_capacity(LogKind::DataHot) as u64;
+        let bsz = p.geometry.block_size() as u64;
+        let good = self
+            .store
+            .blocks()
+            .map(|(_, e)| e)
+            .filter(|b| !matches!(b.state(), BlockState::Bad | BlockState::Anchor))
+            .count() as u64;
+        // Reserve: GC and bad-block spares, the journal (live + next), and one open block per
+        // head that may be half-used.
+        let reserve = (self.store.reserve_blocks() as u64 + 2 + p.head_count() as u64) * bsz;
+        let usable = (good * bsz).saturating_sub(reserve);
+        let live: u64 = self
+            .store
+            .blocks()
+            .map(|(_, e)| e)
+            .filter(|b| {
+                !matches!(b.state(), BlockState::Bad | BlockState::Anchor)
+                    && b.kind() != LogKind::Journal
+            })
+            .map(|b| b.live as u64)
+            .sum();
         let cached = self.data_cache.dirty_count() as u64 * p.data_slot() as u64;
         let meta_margin = (self.cfg.max_dirty as u64 + 4) * p.dir_page as u64;
         (usable, usable.saturating_sub(live + cached + meta_margin))

@@ -85,9 +85,6 @@ pub(crate) struct Store<F: Flash> {
     floor_user: u32,
     /// Free blocks [`Priority::Spare`] allocations must leave.
     floor_spare: u32,
-    /// Blocks of the copy floor a fold outside a checkpoint may take: the floor keeps them
-    /// for exactly those nodes ([`Store::set_fold_credit`]).
-    fold_credit: u32,
     /// A checkpoint is being written: [`Priority::Reserve`] may take the last blocks.
     checkpointing: bool,
     /// A node to write (and make durable) into a log, one page after where its head stands,
@@ -160,7 +157,6 @@ impl<F: Flash> Store<F> {
             floor_log: 0,
             floor_user: p.gc_reserve + p.bad_reserve,
             floor_spare: 0,
-            fold_credit: 0,
             checkpointing: false,
             first_program: None,
             phase: Phase::Op,
@@ -200,10 +196,18 @@ impl<F: Flash> Store<F> {
     }
 
     /// While a commit folds a spilled update's tree (nodes the checkpoint need, and so the
-    /// copy floor, counts already), lets [`Priority::Reserve`] allocations go `blocks` below
-    /// the copy floor; 0 ends it.
-    pub fn set_fold_credit(&mut self, blocks: u32) {
-        self.fold_credit = blocks;
+    /// copy floor, counts already), lets [`Priority::Log`] and [`Priority::Reserve`]
+    /// allocations go `blocks` below the copy floor. Returns the floor to give back to
+    /// [`Store::restore_copy_floor`] when the fold ends.
+    pub fn lower_copy_floor(&mut self, blocks: u32) -> u32 {
+        let was = self.floor_log;
+        self.floor_log = was.saturating_sub(blocks);
+        was
+    }
+
+    /// Ends [`Store::lower_copy_floor`].
+    pub fn restore_copy_floor(&mut self, was: u32) {
+        self.floor_log = was;
     }
 
     /// Marks the start (`true`) and end of a checkpoint: while it is written,
@@ -316,7 +320,7 @@ impl<F: Flash> Store<F> {
                 Priority::Spare if self.checkpointing => 0,
                 Priority::Spare => self.floor_spare,
                 Priority::Reserve if self.checkpointing => 0,
-                Priority::Reserve => self.floor_log.saturating_sub(self.fold_credit),
+                Priority::Reserve => self.floor_log,
             };
             if free <= floor {
                 return Err(Error::NoSpace);

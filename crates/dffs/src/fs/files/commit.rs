@@ -55,9 +55,9 @@ impl<F: Flash> Fs<F> {
         let map = match ov.spilled.take() {
             Some(mut sp) => {
                 let credit = self.fold_blocks(&sp);
-                self.store.set_fold_credit(credit);
+                let floor = self.store.lower_copy_floor(credit);
                 let r = self.tree(ino).fold(&mut sp);
-                self.store.set_fold_credit(0);
+                self.store.restore_copy_floor(floor);
                 if let Err(e) = r {
                     ov.spilled = Some(sp);
                     if let Some(o) = self.open.files.get_mut(&ino) {
