@@ -219,15 +219,14 @@ fn a_power_cut_after_incremental_checkpoints_loses_nothing_synced() {
 
 /// How much of a fresh partition one file can take (64 KiB writes until `ENOSPC`, 4 KiB
 /// writes until `ENOSPC`, then a sync): bytes of the file over the partition's bytes.
-fn usable_fraction(dev: SimFlash) -> f64 {
-    let cap = dev.preset().geometry.capacity();
-    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+/// Creates `/big` and writes `byte` to it until `ENOSPC`: 64 KiB writes, then 4 KiB and
+/// 256-byte ones into what is left (a write that does not fit is refused whole). Returns the
+/// inode, the open handle and the length admitted.
+fn fill_to_nospace(fs: &mut Fs<SimFlash>, byte: u8) -> (Ino, dffs::Fh, u64) {
     let ino = fs.create(ROOT_INO, b"big", 0o644, 0, 0).unwrap().ino;
     let fh = fs.open(ino, OpenFlags::RW).unwrap();
-    let chunk = vec![0xA5u8; 65536];
+    let chunk = vec![byte; 65536];
     let mut len = 0u64;
-    // 64 KiB writes, then 4 KiB and 256-byte ones into what is left (a write that does not
-    // fit is refused whole). What was admitted must still be written back by the sync.
     for size in [65536usize, 4096, 256] {
         loop {
             match fs.write(fh, len, &chunk[..size]) {
@@ -237,6 +236,14 @@ fn usable_fraction(dev: SimFlash) -> f64 {
             }
         }
     }
+    (ino, fh, len)
+}
+
+fn usable_fraction(dev: SimFlash) -> f64 {
+    let cap = dev.preset().geometry.capacity();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    // What was admitted must still be written back by the sync.
+    let (ino, fh, len) = fill_to_nospace(&mut fs, 0xA5);
     fs.fsync(fh)
         .unwrap_or_else(|e| panic!("sync at {len}: {e:?} {}", fs.debug_block_summary()));
     fs.close(fh).unwrap();
@@ -288,19 +295,7 @@ fn usable_space_for_one_file() {
 fn writes_admitted_on_a_full_device_are_synced() {
     for kib in [1280u64, 1536, 1792] {
         let mut fs = Fs::mount(nor_4k(kib << 10), Config::default()).unwrap();
-        let ino = fs.create(ROOT_INO, b"big", 0o644, 0, 0).unwrap().ino;
-        let fh = fs.open(ino, OpenFlags::RW).unwrap();
-        let chunk = vec![0x5Au8; 65536];
-        let mut len = 0u64;
-        for size in [65536usize, 4096, 256] {
-            loop {
-                match fs.write(fh, len, &chunk[..size]) {
-                    Ok(n) => len += n as u64,
-                    Err(dffs::Error::NoSpace) => break,
-                    Err(e) => panic!("{kib} KiB: write at {len}: {e:?}"),
-                }
-            }
-        }
+        let (ino, fh, len) = fill_to_nospace(&mut fs, 0x5A);
         assert!(len > kib << 9, "{kib} KiB: only {len} bytes admitted");
         fs.fsync(fh)
             .unwrap_or_else(|e| panic!("{kib} KiB: sync of {len} bytes: {e:?}"));
