@@ -267,6 +267,7 @@ impl<F: Flash> Store<F> {
             }
             FlashKind::Nor => {
                 let mut pos = off;
+                let mut torn_end: Option<u32> = None;
                 let unit = self.p.unit();
                 let mut head = [0u8; NODE_HEADER as usize];
                 while pos + NODE_HEADER <= bs {
@@ -278,13 +279,10 @@ impl<F: Flash> Store<F> {
                         Probe::Padding => pos += unit,
                         Probe::Header(hd) => {
                             let mut whole = vec![0u8; hd.len as usize];
-                            if self.read(at, &mut whole).is_err()
-                                || node::verify(&whole, &hd).is_err()
-                            {
-                                break;
-                            }
+                            let read = self.read(at, &mut whole).is_ok();
                             let mut len = hd.len;
-                            if hd.typ == NodeType::Data
+                            if read
+                                && hd.typ == NodeType::Data
                                 && whole.len() >= (NODE_HEADER + 12) as usize
                             {
                                 let plen = u32::from_le_bytes([
@@ -292,8 +290,13 @@ impl<F: Flash> Store<F> {
                                 ]);
                                 len = len.saturating_add(plen);
                             }
-                            if len > bs - pos {
-                                // A node never runs past its block: a damaged length.
+                            if !read || node::verify(&whole, &hd).is_err() || len > bs - pos {
+                                // A node the cut tore. Its lengths read at least what was
+                                // programmed (a cut program leaves bits set, never clears
+                                // more): the cut program lies before `pos + len`.
+                                if read && len <= bs - pos {
+                                    torn_end = Some(pos + self.p.align(len));
+                                }
                                 break;
                             }
                             pos = pos.saturating_add(self.p.align(len));
@@ -319,7 +322,22 @@ impl<F: Flash> Store<F> {
                     }
                     at += n as u32;
                 }
-                let new_off = (end.div_ceil(ps) + 1) * ps;
+                // Bytes programmed past the last valid node are a node the cut tore. The cut
+                // program may lie anywhere in it, not only in the page after the last byte
+                // that reads programmed: the node's content may end in 0xFF bytes, and the cut
+                // page's weak bits may read erased now and refuse a program later (`dffs
+                // torture` on 4 KiB NOR, chained cuts, log seed 102 with background
+                // checkpoints batched: the recovery checkpoint's node hit `NotErased` three
+                // pages past the last programmed byte, every later write failed with EIO, and
+                // a remount found the same head). So the head continues a page after the end
+                // its header claims; with no readable header, nothing more goes into this
+                // block. With nothing programmed past the last valid node, the cut can only
+                // have reached the first page of the next one: a page further on.
+                let new_off = match torn_end {
+                    _ if end <= pos => (end.div_ceil(ps) + 1) * ps,
+                    Some(t) => (t.max(end).div_ceil(ps) + 1) * ps,
+                    None => bs,
+                };
                 // Fence: the bytes between the last valid node and where the head continues
                 // are programmed to zeros (padding every walk steps over a unit at a time). A
                 // node header cut half way can read as erased now and as a valid header later
@@ -544,5 +562,64 @@ mod tests {
             "the walk from {w} did not reach the node at {after_off}: head {:?}",
             (again.block(), again.off())
         );
+    }
+
+    /// A NOR head whose block holds a node torn by the cut (bytes programmed past the last
+    /// valid node) continues after the end that node's header claims, and is closed when its
+    /// header cannot be read: the cut program may lie in any page of that node, beyond its
+    /// last byte that reads programmed when its content ends in 0xFF bytes, and a program
+    /// there fails (`NotErased` on the simulator: the recovery checkpoint's writes failed with
+    /// EIO after every remount). Emulated by a node of four pages whose last two hold 0xFF
+    /// bytes and whose CRC no longer matches.
+    #[test]
+    fn recovery_continues_past_a_torn_node() {
+        for header_readable in [true, false] {
+            let g = nor_geometry(64);
+            let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+            let mut st = Store::new(RamFlash::new(g), p);
+            let bs = g.block_size();
+            let ps = g.page_size;
+            let kind = LogKind::Inode;
+            let h = st.head_index(kind);
+            let mut nb = NodeBuilder::new(NodeType::Inode, 0, 1, 64);
+            nb.w.u32(1).u32(0x5a5a_5a5a);
+            st.write_node(kind, nb, Priority::Reserve).unwrap();
+            st.flush(kind).unwrap();
+            let b = st.head_at(h).block();
+            let w = st.head_at(h).off();
+            // After the checkpoint that recorded `w`: a node of four pages, its last two pages
+            // 0xFF bytes, its CRC broken (the cut tore it), and with it its magic.
+            let len = 4 * ps as usize;
+            let mut nb = NodeBuilder::new(NodeType::Inode, 0, 2, len);
+            nb.w.u32(2);
+            let fill = len - NODE_HEADER as usize - 4 - 2 * ps as usize;
+            nb.w.fill(0x11, fill);
+            nb.w.fill(0xFF, 2 * ps as usize);
+            let a = st.write_node(kind, nb, Priority::Reserve).unwrap();
+            st.flush(kind).unwrap();
+            assert_eq!(p.block_of(a), b);
+            let node_at = b as u64 * bs as u64 + w as u64;
+            let broken = if header_readable {
+                NODE_HEADER as u64 + 8
+            } else {
+                0
+            };
+            let at = st.phys_pos(node_at + broken);
+            st.medium.program(at, &[0u8; 4], &[]).unwrap();
+            st.set_head(h, Head::resumed(b, w, ps));
+            st.recover_head(h).unwrap();
+            let head = st.head_at(h);
+            if header_readable {
+                let node_end = w + p.align(len as u32);
+                assert!(
+                    head.block() == b && head.off() > node_end,
+                    "the head goes on at {:?}, inside the torn node ({w}..{node_end})",
+                    (head.block(), head.off())
+                );
+            } else {
+                assert_eq!(head.block(), u32::MAX, "the head goes on at {}", head.off());
+                assert_eq!(st.block(b).state(), BlockState::Used);
+            }
+        }
     }
 }
