@@ -217,8 +217,6 @@ fn a_power_cut_after_incremental_checkpoints_loses_nothing_synced() {
     check(&mut fs, ino, &model);
 }
 
-/// How much of a fresh partition one file can take (64 KiB writes until `ENOSPC`, 4 KiB
-/// writes until `ENOSPC`, then a sync): bytes of the file over the partition's bytes.
 /// Creates `/big` and writes `byte` to it until `ENOSPC`: 64 KiB writes, then 4 KiB and
 /// 256-byte ones into what is left (a write that does not fit is refused whole). Returns the
 /// inode, the open handle and the length admitted.
@@ -239,6 +237,8 @@ fn fill_to_nospace(fs: &mut Fs<SimFlash>, byte: u8) -> (Ino, dffs::Fh, u64) {
     (ino, fh, len)
 }
 
+/// How much of a fresh partition one file can take ([`fill_to_nospace`], then a sync and a
+/// remount): bytes of the file over the partition's bytes.
 fn usable_fraction(dev: SimFlash) -> f64 {
     let cap = dev.preset().geometry.capacity();
     let mut fs = Fs::mount(dev, Config::default()).unwrap();

@@ -291,9 +291,10 @@ impl<F: Flash> Store<F> {
                                 len = len.saturating_add(plen);
                             }
                             if !read || node::verify(&whole, &hd).is_err() || len > bs - pos {
-                                // A node the cut tore. Its lengths read at least what was
-                                // programmed (a cut program leaves bits set, never clears
-                                // more): the cut program lies before `pos + len`.
+                                // A node the cut tore, or a damaged length (a node never
+                                // runs past its block). A torn node's lengths read at least
+                                // what was programmed (a cut program leaves bits set, never
+                                // clears more): the cut program lies before `pos + len`.
                                 if read && len <= bs - pos {
                                     torn_end = Some(pos + self.p.align(len));
                                 }
