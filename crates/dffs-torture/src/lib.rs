@@ -825,6 +825,14 @@ impl Exec {
                 return Ok(());
             }
             self.committed();
+        }
+        if !matches!(self.model.nodes.get("/log"), Some(Node::Dir)) {
+            return Ok(());
+        }
+        if !self.model.nodes.contains_key("/log/current") {
+            // A new /log, or one a cut left without its current log (between the mkdir and
+            // the create: every later entry found no log to append to, and a chain of cuts
+            // took the idle workload for a wedged file system).
             let mut after = self.model.clone();
             let want = after.create("/log/current", Node::File(Vec::new()));
             let lino = self.ino("/log")?;
