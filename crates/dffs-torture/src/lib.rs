@@ -937,11 +937,17 @@ impl Exec {
                 85..=87 => match self.fs().checkpoint() {
                     Ok(()) => Ok(()),
                     Err(Error::PowerLoss) => Err(Stop::PowerLoss(None)),
+                    // A full device may refuse a checkpoint it has no room for (not too
+                    // early: the synced state stays in the journal).
+                    Err(Error::NoSpace) => self.on_nospace(None),
                     Err(e) => Err(Stop::Fatal(format!("checkpoint: {e:?}"))),
                 },
                 88..=90 => match self.fs().gc_step(32) {
                     Ok(_) => Ok(()),
                     Err(Error::PowerLoss) => Err(Stop::PowerLoss(None)),
+                    // The checkpoint a recovery owes before any write may find no room on a
+                    // full device (not too early).
+                    Err(Error::NoSpace) => self.on_nospace(None),
                     Err(e) => Err(Stop::Fatal(format!("gc_step: {e:?}"))),
                 },
                 91..=93 => self.remount(),

@@ -526,18 +526,18 @@ fn chained_cuts_on_one_device() {
     ]);
 }
 
-/// Chains that fail today (issue 16, DESIGN.md §15 item 19): on 4 KiB NOR sectors the
-/// mixed chain ends at cut 60 in `checkpoint: NoSpace` (512 KiB) and the churn chain at cut
-/// 85 wedged, every operation refused (1 MiB) — `dffs torture --preset nor-qspi-16m
+/// Longer chains (`--ignored`: a few minutes). The two 4 KiB NOR chains failed until the
+/// application's floor kept the recovery checkpoint's room (DESIGN.md §9.3, §15 item 19):
+/// the mixed chain ended at cut 60 in `checkpoint: NoSpace` (512 KiB) and the churn chain at
+/// cut 85 wedged, every operation refused (1 MiB) — `dffs torture --preset nor-qspi-16m
 /// --erase-size 4KiB --blocks 128 --workload mixed --chain 120 --seed 7` and `--blocks 256
-/// --workload churn --chain 100 --seed 7`: unlinks dirtied more metadata than the free pool
-/// held for a checkpoint. (Before the floors kept a second checkpoint's room they ended at
-/// cuts 27 and 45; before the transaction and collection fixes the mixed chain failed at its
-/// first cut, ENOSPC at 33.5% of the room.) The MLC and SLC chains are the passing ones run
-/// longer.
+/// --workload churn --chain 100 --seed 7`. (Before the floors kept a second checkpoint's room
+/// they ended at cuts 27 and 45; before the transaction and collection fixes the mixed chain
+/// failed at its first cut, ENOSPC at 33.5% of the room.) The MLC and SLC chains are the CI
+/// ones run longer.
 #[test]
-#[ignore = "fails today: issue 16 (see the comment)"]
-fn chained_cuts_known_failures() {
+#[ignore = "long: a few minutes in a release build"]
+fn chained_cuts_long() {
     chain_cases(&[
         ("nor-qspi-16m", Some(4096), 128, Workload::Mixed, 120),
         ("nor-qspi-16m", Some(4096), 256, Workload::Churn, 100),

@@ -271,7 +271,9 @@ fn usable_space_for_one_file() {
         ("2 MiB NOR, 4 KiB sectors", nor_4k(2 << 20), 0.85),
         ("4 MiB SLC NAND", nand(4 << 20), 0.50),
         ("128 MiB SLC NAND", nand(128 << 20), 0.95),
-        ("16 MiB NOR, 4 KiB sectors", nor_4k(16 << 20), 0.90),
+        // (90.4% before the user floor kept room for the recovery checkpoint a power cut
+        // makes owed: 90.0% since.)
+        ("16 MiB NOR, 4 KiB sectors", nor_4k(16 << 20), 0.895),
     ];
     for (name, dev, bound) in cases {
         let f = usable_fraction(dev);

@@ -7,9 +7,10 @@
 //! free pool is kept in three layers, enforced by the store's allocation floors:
 //!
 //! ```text
-//!   free: | cp need K | next cp K2 | spares | GC headroom | application data ... |
-//!           ^                                 ^             ^
-//!           |                                 |             application data: floor = the reserve
+//!   free: | cp need K | next cp K2 | spares | recovery cp K2 | GC headroom | application data ... |
+//!           ^                                 ^                              ^
+//!           |                                 |                              application data:
+//!           |                                 |                              floor = the reserve
 //!           |                                 journal appends, GC copies: floor = K + K2 + spares
 //!           checkpoints: floor 0
 //! ```
@@ -19,7 +20,8 @@
 //! be left half used, the journal's next block); it is refreshed before each operation, after
 //! each checkpoint and at mount. `K2` is what a second checkpoint right after it needs (capped:
 //! see [`Fs::cp_need_two`]), so that whatever the next checkpoint writes leaves room for one
-//! more. An operation that needs room first makes it (write-back is the caller's, then
+//! more; the application's floor keeps `K2` once more for the recovery checkpoint a power cut
+//! makes owed, which the first write after the mount takes whatever the pool holds. An operation that needs room first makes it (write-back is the caller's, then
 //! collection, then a checkpoint to release what was collected) and fails with
 //! `NoSpace` only when that cannot help.
 //!
@@ -208,8 +210,24 @@ impl<F: Flash> Fs<F> {
         // checkpoint that left less took the last free blocks and none could be written again
         // (4 KiB NOR sectors). The share is capped ([`Fs::cp_need_two`]).
         let spares = self.store.p().bad_reserve;
-        let log = self.capped_two(k, two) + spares;
-        let user = (self.store.p().gc_reserve + spares).max(log + 1 + self.gc_headroom(cp_bytes));
+        let second = self.capped_two(k, two) - k;
+        let log = k + second + spares;
+        // The user floor keeps that share once more, for the recovery checkpoint a power cut
+        // makes owed before the next write: it writes a fresh journal block, reserves the next
+        // and rewrites what replay dirtied, whatever the pool holds. Without it, application
+        // data filled the device to one block above the copy floor, each recovery took two or
+        // three blocks below it, collection could then copy nothing, and a chain of cuts on
+        // 4 KiB NOR sectors ended with no block free (26 of 480 chains; 3 with it). Only on
+        // devices of 128 blocks or more, whose checkpoints span several blocks: on fewer,
+        // larger blocks the room is dear and was not needed (64 blocks of 128 KiB NAND took
+        // eight times as long to write a tree that did not fit, at its ENOSPC edge).
+        let recovery = if self.store.block_count() >= 128 {
+            second
+        } else {
+            0
+        };
+        let user = (self.store.p().gc_reserve + spares)
+            .max(log + 1 + recovery + self.gc_headroom(cp_bytes));
         self.store.set_floors(k, log, user);
     }
 
@@ -398,6 +416,12 @@ impl<F: Flash> Fs<F> {
                 return Err(Error::NoSpace);
             }
         }
+    }
+
+    /// Makes the room an explicit checkpoint needs ([`Fs::checkpoint_leaves_room`]),
+    /// collecting and checkpointing as [`Fs::ensure_space`] does; `NoSpace` when it cannot.
+    pub(crate) fn make_checkpoint_room(&mut self) -> Result<()> {
+        self.make_room(|fs| (fs.checkpoint_leaves_room(), false))
     }
 
     /// Makes room for a transaction about to begin: collects (and checkpoints to release

@@ -144,11 +144,19 @@ impl<F: Flash> Fs<F> {
     /// Writes a checkpoint if no transaction is open: every dirty structure, the block
     /// table, and the checkpoint record. Afterwards blocks emptied by GC and old journal
     /// blocks become free.
+    ///
+    /// `NoSpace`, before the checkpoint begins, when the free blocks cannot hold it and the
+    /// one after it and collection cannot make them: what was synced stays safe in the
+    /// journal. (A checkpoint begun without that room could fail half way, having taken the
+    /// last free blocks, and none could be written again.)
     pub fn checkpoint(&mut self) -> Result<()> {
         self.guard(|fs| {
             fs.ensure_writable()?;
             if fs.txn.open.is_some() {
                 return Ok(());
+            }
+            if !fs.checkpoint_leaves_room() {
+                fs.make_checkpoint_room()?;
             }
             fs.checkpoint_inner(false)
         })
