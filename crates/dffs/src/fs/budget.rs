@@ -4,7 +4,7 @@
 //! Blocks emptied by garbage collection, and the journal blocks before the replay start, come
 //! back to the free pool only when a checkpoint has been written; and a checkpoint needs free
 //! blocks itself (the metadata it rewrites, the block table, the journal's next block). So the
-//! free pool is kept in three layers, enforced by the store's allocation floors:
+//! free pool is kept in layers, enforced by the store's allocation floors:
 //!
 //! ```text
 //!   free: | cp need K | next cp K2 | spares | recovery cp K2 | GC headroom | application data ... |
@@ -20,9 +20,10 @@
 //! be left half used, the journal's next block); it is refreshed before each operation, after
 //! each checkpoint and at mount. `K2` is what a second checkpoint right after it needs (capped:
 //! see [`Fs::cp_need_two`]), so that whatever the next checkpoint writes leaves room for one
-//! more; the application's floor keeps `K2` once more for the recovery checkpoint a power cut
-//! makes owed, which the first write after the mount takes whatever the pool holds. An operation that needs room first makes it (write-back is the caller's, then
-//! collection, then a checkpoint to release what was collected) and fails with
+//! more; on devices of 128 blocks or more the application's floor keeps `K2` once more, for
+//! the recovery checkpoint a power cut makes owed (the first write after the mount takes it
+//! whatever the pool holds). An operation that needs room first makes it (write-back is the
+//! caller's, then collection, then a checkpoint to release what was collected) and fails with
 //! `NoSpace` only when that cannot help.
 //!
 //! It owns the decisions "may this operation proceed" and "is a checkpoint due"; it must never
