@@ -68,8 +68,13 @@ impl<F: Flash> Fs<F> {
     /// file, a 24-block NAND one fail an anchor test). The floors and every check against
     /// free blocks use this one figure, so none demands room the floors never keep.
     pub(crate) fn cp_need_two(&self) -> u32 {
+        self.cp_needs().1
+    }
+
+    /// [`Fs::cp_need_blocks`] and [`Fs::cp_need_two`] from one pass over what is dirty.
+    pub(crate) fn cp_needs(&self) -> (u32, u32) {
         let (k, two, _) = self.cp_need_parts(0);
-        self.capped_two(k, two)
+        (k, self.capped_two(k, two))
     }
 
     /// [`Fs::cp_need_two`] from the next checkpoint's need `k` and the uncapped need `two` of

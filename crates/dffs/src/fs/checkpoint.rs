@@ -88,13 +88,14 @@ impl<F: Flash> Fs<F> {
                 // (synced random 256 B writes at 22% of raw, 27% with the batch). Within the
                 // next two checkpoints' need of the urgent level the old batch (a sixty-fourth
                 // of the device) holds, so that waiting blocks never leave the free pool short.
-                let small = (p.geometry.blocks / 64).max(2);
-                let big = small.max(4 * self.cp_need_blocks().saturating_sub(2));
-                let low = self.store.free_blocks() <= urgent_low;
-                let near = self.store.free_blocks() <= urgent_low + self.cp_need_two();
-                let due = (low || pending >= big || (near && pending >= small))
-                    && pending > 0
-                    && self.checkpoint_pays();
+                let due = pending > 0 && {
+                    let (k, two) = self.cp_needs();
+                    let free = self.store.free_blocks();
+                    let small = (p.geometry.blocks / 64).max(2);
+                    let big = small.max(4 * k.saturating_sub(2));
+                    let batch = if free <= urgent_low + two { small } else { big };
+                    (free <= urgent_low || pending >= batch) && self.checkpoint_pays()
+                };
                 (due, idle)
             }
             CheckpointNeed::CopyRoom => (self.checkpoint_pays(), idle),
