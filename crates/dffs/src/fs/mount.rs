@@ -158,7 +158,8 @@ impl<F: Flash> Fs<F> {
         // is written, the choice is written again with a higher number (at the end of the
         // load: an anchor that fails is replaced by a free block of the area, which only the
         // loaded block table can tell).
-        let restamp = !self.cfg.read_only && checkpoint::cut_attempt_after(&mut self.store, pos)?;
+        let restamp = !self.cfg.read_only
+            && checkpoint::cut_attempt_after(&mut self.store, pos, cp.cp_number)?;
         let p = cp.params;
         self.store.set_params(p);
         self.store.set_seq(cp.next_seq);
