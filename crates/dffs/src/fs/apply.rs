@@ -8,13 +8,13 @@
 //! live or in replay, beyond crediting the space a replayed record's nodes occupy.
 
 use crate::error::{Error, Result};
-use crate::format::attrs::{Attrs, Ino, S_IFMT};
+use crate::format::attrs::{Attrs, Ino};
 use crate::format::params::{Addr, LogKind};
 use crate::fs::Fs;
 use crate::index::dir::{name_key, DirRoot, Slot, PLACEHOLDER};
 use crate::index::file::{blocks_for, Content, FileNode};
 use crate::index::inode_map::MapEntry;
-use crate::journal::{mask, Record};
+use crate::journal::{apply_setattr, mask, Record};
 use crate::store::{BlockInfo, BlockState};
 use alloc::vec::Vec;
 use dffs_flash::Flash;
@@ -279,26 +279,7 @@ impl<F: Flash> Fs<F> {
                 let algo = ((m & mask::COMPRESS) != 0)
                     .then_some((m >> mask::COMPRESS_SHIFT) as u8)
                     .filter(|z| *z <= crate::format::compress::DEFLATE);
-                let apply_to = |a: &mut Attrs| {
-                    if m & mask::MODE != 0 {
-                        a.mode = (a.mode & S_IFMT) | (attrs.mode & 0o7777);
-                    }
-                    if m & mask::UID != 0 {
-                        a.uid = attrs.uid;
-                    }
-                    if m & mask::GID != 0 {
-                        a.gid = attrs.gid;
-                    }
-                    if m & mask::ATIME != 0 {
-                        a.atime = attrs.atime;
-                    }
-                    if m & mask::MTIME != 0 {
-                        a.mtime = attrs.mtime;
-                    }
-                    if m & mask::CTIME != 0 {
-                        a.ctime = attrs.ctime;
-                    }
-                };
+                let apply_to = |a: &mut Attrs| apply_setattr(a, *m, attrs);
                 match self.map.get(&mut self.store, *ino)? {
                     MapEntry::Dir(_) => {
                         let r = self.dirs.root_mut(&mut self.store, &mut self.map, *ino)?;

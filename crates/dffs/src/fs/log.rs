@@ -23,6 +23,9 @@ impl<F: Flash> Fs<F> {
         self.journal
             .set_keep_next(self.txn.open.is_some() && !self.txn.committing);
         self.journal.record_remaps(&mut self.store, Priority::Log)?;
+        if self.journal.fold_into_last(&mut self.store, rec) {
+            return Ok(());
+        }
         match self
             .journal
             .append_record(&mut self.store, rec, Priority::Log)

@@ -13,5 +13,5 @@ pub(crate) mod tag_commits;
 pub(crate) mod writer;
 
 pub(crate) use reader::{JournalScan, ScanStart};
-pub(crate) use record::{mask, max_commit_extents, Record, Tid};
+pub(crate) use record::{apply_setattr, mask, max_commit_extents, Record, Tid};
 pub(crate) use writer::JournalWriter;

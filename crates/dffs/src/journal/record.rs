@@ -12,7 +12,7 @@
 use alloc::vec::Vec;
 
 use crate::error::{Error, Result};
-use crate::format::attrs::{Attrs, Ino, Time};
+use crate::format::attrs::{Attrs, Ino, Time, S_IFMT};
 use crate::format::codec::{Reader, Writer};
 use crate::format::extents::{BlockMap, ExtentMap};
 use crate::format::node::{NodeBuilder, NodeHeader, NodeType};
@@ -189,7 +189,64 @@ fn get_name(r: &mut Reader<'_>) -> Result<Vec<u8>> {
     Ok(name.to_vec())
 }
 
+/// Applies the fields of a `Setattr` record (`mask` `m`, values `new`) to `a`: the mode's
+/// permission bits only, and each other field in the mask.
+pub fn apply_setattr(a: &mut Attrs, m: u32, new: &Attrs) {
+    if m & mask::MODE != 0 {
+        a.mode = (a.mode & S_IFMT) | (new.mode & 0o7777);
+    }
+    if m & mask::UID != 0 {
+        a.uid = new.uid;
+    }
+    if m & mask::GID != 0 {
+        a.gid = new.gid;
+    }
+    if m & mask::ATIME != 0 {
+        a.atime = new.atime;
+    }
+    if m & mask::MTIME != 0 {
+        a.mtime = new.mtime;
+    }
+    if m & mask::CTIME != 0 {
+        a.ctime = new.ctime;
+    }
+}
+
 impl Record {
+    /// The one record that replaying `self` then `next` amounts to, when there is one of the
+    /// same size: two `Setattr` of the same inode outside transactions, neither changing the
+    /// compression, make one with both masks (the journal writer folds the second into the
+    /// first while the first is still in RAM: `chown`, `chmod` and `utimes` of a copied file
+    /// cost one record).
+    pub fn merged(&self, next: &Record) -> Option<Record> {
+        match (self, next) {
+            (
+                Record::Setattr {
+                    tid: 0,
+                    ino,
+                    mask: m1,
+                    attrs: a1,
+                },
+                Record::Setattr {
+                    tid: 0,
+                    ino: ino2,
+                    mask: m2,
+                    attrs: a2,
+                },
+            ) if ino == ino2 && (m1 | m2) & mask::COMPRESS == 0 => {
+                let mut attrs = *a1;
+                apply_setattr(&mut attrs, *m2, a2);
+                Some(Record::Setattr {
+                    tid: 0,
+                    ino: *ino,
+                    mask: m1 | m2,
+                    attrs,
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// The node type of this record.
     pub fn node_type(&self) -> NodeType {
         match self {
@@ -516,12 +573,101 @@ pub fn max_commit_extents(max_node: u32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::attrs::S_IFREG;
     use crate::format::node::parse;
 
     fn roundtrip(r: Record) {
         let bytes = r.encode().finish(5, 8);
         let (h, body) = parse(&bytes, r.node_type()).unwrap();
         assert_eq!(Record::decode(&h, body).unwrap(), r);
+    }
+
+    /// Two `Setattr` of one inode outside transactions merge into the one record whose
+    /// replay leaves what replaying both does; anything else does not merge.
+    #[test]
+    fn setattrs_of_one_inode_merge() {
+        let t = |s| Time { secs: s, nsec: 7 };
+        let a1 = Attrs {
+            uid: 11,
+            gid: 12,
+            ctime: t(1),
+            ..Attrs::default()
+        };
+        let a2 = Attrs {
+            mode: 0o640,
+            atime: t(2),
+            mtime: t(3),
+            ctime: t(4),
+            ..Attrs::default()
+        };
+        let first = Record::Setattr {
+            tid: 0,
+            ino: 9,
+            mask: mask::UID | mask::GID | mask::CTIME,
+            attrs: a1,
+        };
+        let second = Record::Setattr {
+            tid: 0,
+            ino: 9,
+            mask: mask::MODE | mask::ATIME | mask::MTIME | mask::CTIME,
+            attrs: a2,
+        };
+        let merged = first.merged(&second).expect("no merge");
+        assert_eq!(merged.encode().w.len(), first.encode().w.len());
+        // Replaying the merged record leaves what replaying both does.
+        let start = Attrs {
+            mode: S_IFREG | 0o600,
+            uid: 1,
+            gid: 2,
+            atime: t(10),
+            mtime: t(11),
+            ctime: t(12),
+        };
+        let apply = |a: &mut Attrs, r: &Record| match r {
+            Record::Setattr { mask, attrs, .. } => apply_setattr(a, *mask, attrs),
+            _ => unreachable!(),
+        };
+        let (mut both, mut one) = (start, start);
+        apply(&mut both, &first);
+        apply(&mut both, &second);
+        apply(&mut one, &merged);
+        assert_eq!(one, both);
+        assert_eq!(
+            both,
+            Attrs {
+                mode: S_IFREG | 0o640,
+                uid: 11,
+                gid: 12,
+                atime: t(2),
+                mtime: t(3),
+                ctime: t(4),
+            }
+        );
+        // Not merged: another inode, a transaction's record, a compression change, another
+        // record type.
+        let other = Record::Setattr {
+            tid: 0,
+            ino: 10,
+            mask: mask::MODE,
+            attrs: a2,
+        };
+        assert_eq!(first.merged(&other), None);
+        let in_txn = Record::Setattr {
+            tid: 3,
+            ino: 9,
+            mask: mask::MODE,
+            attrs: a2,
+        };
+        assert_eq!(first.merged(&in_txn), None);
+        assert_eq!(in_txn.merged(&first), None);
+        let compress = Record::Setattr {
+            tid: 0,
+            ino: 9,
+            mask: mask::COMPRESS | 1 << mask::COMPRESS_SHIFT,
+            attrs: a2,
+        };
+        assert_eq!(first.merged(&compress), None);
+        assert_eq!(first.merged(&Record::TxCommit { tid: 0 }), None);
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! move still happens (with its link) and the link names no next block: the chain ends there,
 //! and the journal is full when that block is, until a checkpoint restarts it. Records are buffered in the journal head's page (NAND) and programmed when
 //! the page fills or when the file system makes them durable (fsync, sync, a commit, a
-//! checkpoint); on NOR each record is programmed as it is appended.
+//! checkpoint); on NOR each record is programmed as it is appended. While a record is the last
+//! node of that page in RAM, a `Setattr` of the same inode may be folded into it
+//! ([`JournalWriter::fold_into_last`]).
 //!
 //! After a mount from a clean checkpoint, the session's first program is a session marker
 //! placed one page after the journal position the checkpoint recorded (that page stays unused,
@@ -25,7 +27,7 @@ use alloc::vec::Vec;
 
 use super::record::Record;
 use crate::error::{Error, Result};
-use crate::format::node::NodeBuilder;
+use crate::format::node::{self, NodeBuilder, Probe};
 use crate::format::params::{Addr, LogKind};
 use crate::store::{BlockState, Priority, Store};
 use dffs_flash::Flash;
@@ -51,6 +53,9 @@ pub(crate) struct JournalWriter {
     /// a move happens only when the block after its target can be set aside first, so the
     /// target stays whole for the commit.
     keep_next: bool,
+    /// Where the last record went (a hint for [`JournalWriter::fold_into_last`], which checks
+    /// that the node there is still the head's last and only in RAM).
+    last_record: Addr,
 }
 
 impl Default for JournalWriter {
@@ -62,6 +67,7 @@ impl Default for JournalWriter {
             chain_ends: false,
             unlinked: false,
             keep_next: false,
+            last_record: Addr::NONE,
         }
     }
 }
@@ -150,7 +156,31 @@ impl JournalWriter {
         }
         let a = st.write_node(LogKind::Journal, nb, prio)?;
         self.bytes += len as u64;
+        self.last_record = a;
         Ok(a)
+    }
+
+    /// NAND: folds `rec` into the last record appended, when that record is still the last
+    /// node of the journal head's page in RAM (nothing of it programmed) and the two make one
+    /// of the same size ([`Record::merged`]). Returns whether it did; then `rec` needs no
+    /// record of its own. Replay sees the same changes in the same order, and the page
+    /// becomes durable with both or neither, as it would have with two records.
+    pub fn fold_into_last<F: Flash>(&mut self, st: &mut Store<F>, rec: &Record) -> bool {
+        let a = self.last_record;
+        let Some(bytes) = st.unprogrammed_last(LogKind::Journal, a) else {
+            return false;
+        };
+        let Probe::Header(h) = node::probe(bytes, bytes.len() as u32) else {
+            return false;
+        };
+        let merged = node::verify(bytes, &h)
+            .and_then(|body| Record::decode(&h, body))
+            .ok()
+            .and_then(|prev| prev.merged(rec));
+        match merged {
+            Some(m) => st.replace_last(LogKind::Journal, a, m.encode()),
+            None => false,
+        }
     }
 
     /// Appends `rec`.
@@ -296,6 +326,90 @@ mod tests {
             }
         }
         commits
+    }
+
+    /// Every record replay finds in a journal that starts in `first` (links and session
+    /// markers left out).
+    fn replayed(st: &mut Store<RamFlash>, first: u32, next: u32) -> Vec<Record> {
+        let start = ScanStart {
+            block: first,
+            off: 0,
+            next,
+            next_seq: 0,
+            clean: false,
+        };
+        let mut scan = JournalScan::new(st, start).unwrap();
+        let mut recs = Vec::new();
+        while let Some(rec) = scan.next(st).unwrap() {
+            if !matches!(rec, Record::Link { .. } | Record::Session) {
+                recs.push(rec);
+            }
+        }
+        recs
+    }
+
+    fn setattr(ino: u32, mask: u32, uid: u32) -> Record {
+        let attrs = crate::format::attrs::Attrs {
+            uid,
+            mode: 0o600,
+            ..Default::default()
+        };
+        Record::Setattr {
+            tid: 0,
+            ino,
+            mask,
+            attrs,
+        }
+    }
+
+    /// NAND: a `Setattr` folds into the one before it while that one is the last node of the
+    /// journal head's page in RAM, and replay finds the merged record; once the page is
+    /// programmed, or another record follows, nothing folds. On NOR (every record programmed
+    /// as it is appended) nothing ever folds.
+    #[test]
+    fn setattrs_fold_only_into_the_last_record_still_in_ram() {
+        use crate::journal::mask;
+        use dffs_testkit::ram_flash::nand_geometry;
+        let g = nand_geometry(32);
+        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        let mut st = Store::new(RamFlash::new(g), p);
+        let mut jw = JournalWriter::default();
+        jw.reserve_next(&mut st, Priority::Reserve).unwrap();
+        jw.restart(&mut st).unwrap();
+        let (first, next) = (st.head(LogKind::Journal).block(), jw.next());
+        jw.append_record(&mut st, &setattr(5, mask::UID, 7), Priority::Log)
+            .unwrap();
+        let bytes = jw.bytes();
+        assert!(jw.fold_into_last(&mut st, &setattr(5, mask::MODE, 0)));
+        assert_eq!(jw.bytes(), bytes, "a folded record took journal bytes");
+        // Another inode's record does not fold; it is appended, and the first no longer
+        // takes folds.
+        assert!(!jw.fold_into_last(&mut st, &setattr(6, mask::UID, 8)));
+        jw.append_record(&mut st, &setattr(6, mask::UID, 8), Priority::Log)
+            .unwrap();
+        assert!(!jw.fold_into_last(&mut st, &setattr(5, mask::GID, 0)));
+        jw.append_record(&mut st, &setattr(5, mask::GID, 0), Priority::Log)
+            .unwrap();
+        // Programmed (a flush), it takes no fold either.
+        jw.flush(&mut st).unwrap();
+        assert!(!jw.fold_into_last(&mut st, &setattr(5, mask::ATIME, 0)));
+        let got = replayed(&mut st, first, next);
+        let want = vec![
+            setattr(5, mask::UID | mask::MODE, 7),
+            setattr(6, mask::UID, 8),
+            setattr(5, mask::GID, 0),
+        ];
+        assert_eq!(got, want);
+
+        let g = nor_geometry(48);
+        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        let mut st = Store::new(RamFlash::new(g), p);
+        let mut jw = JournalWriter::default();
+        jw.reserve_next(&mut st, Priority::Reserve).unwrap();
+        jw.restart(&mut st).unwrap();
+        jw.append_record(&mut st, &setattr(5, mask::UID, 7), Priority::Log)
+            .unwrap();
+        assert!(!jw.fold_into_last(&mut st, &setattr(5, mask::MODE, 0)));
     }
 
     /// Every record the writer accepts is found by the reader, also when the journal moves

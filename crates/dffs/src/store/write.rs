@@ -14,7 +14,9 @@ use super::heads::Head;
 use super::{BlockState, CommitRun, Priority, Store, DATA_HEADER};
 use crate::error::{Error, Result};
 use crate::format::codec::crc32c;
-use crate::format::node::{DataEnd, NodeBuilder, OobTag, OOB_TAG_LEN, TAG_DATA, TAG_FIRST};
+use crate::format::node::{
+    self, DataEnd, NodeBuilder, OobTag, Probe, OOB_TAG_LEN, TAG_DATA, TAG_FIRST,
+};
 use crate::format::params::{Addr, LogKind};
 use dffs_flash::{Flash, FlashKind, PagePairing};
 
@@ -155,6 +157,61 @@ impl<F: Flash> Store<F> {
             self.heads[h].off = skip;
         }
         Ok(())
+    }
+
+    /// NAND: where in the buffered page of `kind`'s head the node at `a` lies, when it is the
+    /// last node appended there, none of it is programmed yet and its CRC holds: (offset in
+    /// the buffer, node length). Only such a node can still be replaced: it becomes durable
+    /// with whatever is appended after it, and nothing is.
+    fn unprogrammed_last_at(&self, kind: LogKind, a: Addr) -> Option<(usize, usize)> {
+        let g = self.p.geometry;
+        let head = &self.heads[self.head_index(kind)];
+        if g.kind != FlashKind::Nand || head.buf.is_empty() || a.is_none() {
+            return None;
+        }
+        let byte = self.p.byte_of(a);
+        let bs = g.block_size() as u64;
+        if byte / bs != head.block as u64 {
+            return None;
+        }
+        let off = (byte % bs) as u32;
+        if off < head.buf_page + head.buf_prog || off >= head.off {
+            return None;
+        }
+        let o = (off - head.buf_page) as usize;
+        let rest = &head.buf[o..(head.off - head.buf_page) as usize];
+        match node::probe(rest, rest.len() as u32) {
+            Probe::Header(h) if off + self.p.align(h.len) == head.off => {
+                node::verify(rest, &h).ok()?;
+                Some((o, h.len as usize))
+            }
+            _ => None,
+        }
+    }
+
+    /// The bytes of the node at `a` if it can still be replaced ([`Store::replace_last`]).
+    pub fn unprogrammed_last(&self, kind: LogKind, a: Addr) -> Option<&[u8]> {
+        let (o, len) = self.unprogrammed_last_at(kind, a)?;
+        Some(&self.heads[self.head_index(kind)].buf[o..o + len])
+    }
+
+    /// Replaces the node at `a`, the last one appended to `kind`'s head and not programmed
+    /// yet, by `nb` of the same length (it keeps the sequence number). Returns false, with
+    /// nothing changed, when the node can no longer be replaced or the lengths differ.
+    pub fn replace_last(&mut self, kind: LogKind, a: Addr, nb: NodeBuilder) -> bool {
+        let Some((o, len)) = self.unprogrammed_last_at(kind, a) else {
+            return false;
+        };
+        if nb.w.len() != len {
+            return false;
+        }
+        let h = self.head_index(kind);
+        let buf = &mut self.heads[h].buf;
+        let mut seq = [0u8; 8];
+        seq.copy_from_slice(&buf[o + 8..o + 16]);
+        let bytes = nb.finish(u64::from_le_bytes(seq), 1);
+        buf[o..o + len].copy_from_slice(&bytes);
+        true
     }
 
     /// Appends a node to log `kind`. The node must fit in one page on NAND (fixed-size page
