@@ -32,6 +32,7 @@ fn scaled(k: usize) -> Config {
         inode_cache: at(s.inode_cache, f.inode_cache),
         data_cache: at(s.data_cache, f.data_cache),
         max_dirty: at(s.max_dirty, f.max_dirty),
+        dirty_shares: at(s.dirty_shares, f.dirty_shares),
         max_open: MAX_OPEN,
         journal_limit: if k >= 64 {
             f.journal_limit

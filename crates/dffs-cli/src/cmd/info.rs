@@ -422,6 +422,8 @@ struct CacheBudget {
     inode_cache: usize,
     data_cache: usize,
     max_dirty: usize,
+    /// Small dirty items per count of `max_dirty`, on devices large enough (`Config::shares_on`).
+    dirty_shares: usize,
     max_open: usize,
     overlay_extents: usize,
     journal_limit: u32,
@@ -523,6 +525,7 @@ fn measure(
             inode_cache: k.inode_cache,
             data_cache: k.data_cache,
             max_dirty: k.max_dirty,
+            dirty_shares: k.dirty_shares,
             max_open: k.max_open,
             overlay_extents: k.overlay_extents,
             journal_limit: k.journal_limit,
@@ -613,13 +616,14 @@ fn run_ram(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
             o.configs.iter().map(|c| kib(c.estimate_bytes)).collect(),
         ),
     ];
-    let caches: [CacheRow; 9] = [
+    let caches: [CacheRow; 10] = [
         ("dir cache", |c| c.dir_cache.to_string()),
         ("map cache", |c| c.map_cache.to_string()),
         ("index cache", |c| c.index_cache.to_string()),
         ("inode cache", |c| c.inode_cache.to_string()),
         ("data cache", |c| c.data_cache.to_string()),
         ("max dirty", |c| c.max_dirty.to_string()),
+        ("dirty shares", |c| c.dirty_shares.to_string()),
         ("max open", |c| c.max_open.to_string()),
         ("journal", |c| size(c.journal_limit as u64)),
         ("table cache", |c| c.table_cache.to_string()),

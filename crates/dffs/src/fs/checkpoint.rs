@@ -593,9 +593,41 @@ impl<F: Flash> Fs<F> {
     /// Dirty metadata items (inodes, directory pages, map pages) waiting for a checkpoint.
     /// (Block-table records count apart: see [`WEAR_BACKLOG`].)
     pub(crate) fn dirty_items(&self) -> usize {
-        self.inodes.iter().filter(|c| c.dirty).count()
-            + self.dirs.dirty_count()
-            + self.map.dirty_pages()
+        self.dirty_inode_items() + self.dirty_dir_items() + self.map.dirty_pages()
+    }
+
+    /// Items of `max_dirty` the dirty directory items count for: with `n =
+    /// Config::shares_on` this device, each counts `max(1/n, ram / page)` of an item (the RAM
+    /// it holds against a page: a directory of a few names holds a few hundred bytes), rounded
+    /// up in all. (What the checkpoint writes for them, a page each, is the budget's to count:
+    /// `Fs::cp_need`.)
+    pub(crate) fn dirty_dir_items(&self) -> usize {
+        let n = self.cfg.shares_on(&self.store.p());
+        if n == 1 {
+            return self.dirs.dirty_count();
+        }
+        let page = self.store.p().dir_page as usize;
+        self.dirs.dirty_shares(n, page).div_ceil(n)
+    }
+
+    /// Items of `max_dirty` the dirty inodes count for: as directory items
+    /// ([`Fs::dirty_dir_items`]), each `max(1/n, node / page)` of an item (an inode in RAM is
+    /// about its node's size, inline content included), rounded up in all.
+    pub(crate) fn dirty_inode_items(&self) -> usize {
+        let dirty = self.inodes.iter().filter(|c| c.dirty);
+        let p = self.store.p();
+        let n = self.cfg.shares_on(&p) as u64;
+        if n == 1 {
+            return dirty.count();
+        }
+        let page = p.dir_page as u64;
+        let units: u64 = dirty
+            .map(|c| {
+                let len = p.align(c.node.worst_len(&p, c.node.names_len())) as u64;
+                (n * len).div_ceil(page).max(1)
+            })
+            .sum();
+        units.div_ceil(n) as usize
     }
 
     /// Checkpoints if the journal or the dirty metadata grew past their limits, or if the

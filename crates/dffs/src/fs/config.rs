@@ -25,6 +25,13 @@ pub struct Config {
     pub data_cache: usize,
     /// Dirty metadata items (inodes, directory pages, map pages) before a checkpoint.
     pub max_dirty: usize,
+    /// Small dirty items that may share one count of `max_dirty` (at least 1), on devices
+    /// large enough ([`Config::shares_on`]). A dirty inode or directory item of a few names
+    /// holds a few hundred bytes of RAM where a full directory page holds a page: with `n`,
+    /// each counts `1/n` of an item, or its RAM's share of a page when that is more. Fewer
+    /// checkpoints when many small files and directories are created (a copied tree). 1 counts
+    /// every dirty item whole.
+    pub dirty_shares: usize,
     /// Open file handles.
     pub max_open: usize,
     /// Journal bytes written since the last checkpoint before a new checkpoint (bounds the
@@ -59,6 +66,7 @@ impl Default for Config {
             inode_cache: 16,
             data_cache: 8,
             max_dirty: 24,
+            dirty_shares: 4,
             max_open: 16,
             journal_limit: 128 * 1024,
             gc_step: 32,
@@ -81,6 +89,7 @@ impl Config {
             inode_cache: 2,
             data_cache: 2,
             max_dirty: 8,
+            dirty_shares: 1,
             max_open: 4,
             journal_limit: 64 * 1024,
             gc_step: 16,
@@ -101,6 +110,7 @@ impl Config {
             inode_cache: 128,
             data_cache: 64,
             max_dirty: 128,
+            dirty_shares: 4,
             max_open: 64,
             journal_limit: 512 * 1024,
             gc_step: 64,
@@ -110,6 +120,15 @@ impl Config {
             table_cache: 1024,
             compress_group: 32 * 1024,
         }
+    }
+
+    /// The shares of [`Config::dirty_shares`] on a device formatted with `p`: at most as many
+    /// as keep the directory pages `n * max_dirty` dirty items may write at a checkpoint
+    /// within 1/256 of the device (a checkpoint's need is what the free pool keeps back for
+    /// it: on small devices every item counts whole).
+    pub fn shares_on(&self, p: &Params) -> usize {
+        let per = (self.max_dirty.max(1) as u64 * p.dir_page as u64 * 256).max(1);
+        (p.geometry.capacity() / per).clamp(1, self.dirty_shares.max(1) as u64) as usize
     }
 
     /// RAM this configuration needs on a device formatted with `p` (an upper bound of what
@@ -133,7 +152,12 @@ impl Config {
         let dirs = (self.dir_cache + self.max_dirty / 2) * (page + 96);
         let map = (self.map_cache + 2) * (p.map_page as usize + 64);
         let index = self.index_cache * (p.index_node as usize + 48);
-        let inodes = (self.inode_cache + self.max_dirty / 2) * (160 + 64);
+        // Dirty inodes: with shares, up to `n` per item, their nodes (inline content
+        // included) at most a page per item. (Dirty directory items: their RAM is at most a
+        // page per item either way.)
+        let n = self.shares_on(p);
+        let content = if n > 1 { self.max_dirty / 2 * page } else { 0 };
+        let inodes = (self.inode_cache + self.max_dirty / 2 * n) * (160 + 64) + content;
         let data = self.data_cache * (p.data_block as usize + 48);
         let open = self.max_open * (64 + 12 * 8);
         let fixed = 2048;

@@ -60,6 +60,11 @@ impl Dirs {
         self.pages.dirty_count()
     }
 
+    /// The dirty items in `n`ths of a page of RAM each holds, at least one each.
+    pub fn dirty_shares(&self, n: usize, page: usize) -> usize {
+        self.pages.dirty_shares(n, page)
+    }
+
     /// Directories with dirty items.
     pub fn dirty_dirs(&self) -> Vec<Ino> {
         self.pages.dirty_dirs()

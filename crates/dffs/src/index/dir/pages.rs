@@ -17,7 +17,7 @@ use crate::format::codec::Reader;
 use crate::format::node::NodeType;
 use crate::format::params::{Addr, NODE_HEADER};
 use crate::index::inode_map::{InodeMap, MapEntry};
-use crate::index::lru::Lru;
+use crate::index::lru::{Entry, Lru};
 use crate::store::Store;
 use dffs_flash::Flash;
 
@@ -45,6 +45,19 @@ pub(crate) struct Cached {
     pub page: Item,
 }
 
+impl Cached {
+    /// Heap bytes the item holds.
+    fn heap_bytes(&self) -> usize {
+        match &self.page {
+            Item::Root(r) => r.embedded.ram_bytes() + r.table.capacity() * 4 + r.name.capacity(),
+            Item::Bucket(pages, addrs) => {
+                pages.iter().map(|p| p.slots.ram_bytes()).sum::<usize>() + addrs.capacity() * 4
+            }
+            Item::Table(t) => t.capacity() * 4,
+        }
+    }
+}
+
 /// Cached directory pages (see the module comment).
 pub(crate) struct DirPages {
     cache: Lru<Cached>,
@@ -63,13 +76,21 @@ impl DirPages {
 
     /// RAM held by cached pages.
     pub fn ram_bytes(&self) -> usize {
-        self.cache.ram_bytes(|c| match &c.page {
-            Item::Root(r) => r.embedded.ram_bytes() + r.table.capacity() * 4 + r.name.capacity(),
-            Item::Bucket(pages, addrs) => {
-                pages.iter().map(|p| p.slots.ram_bytes()).sum::<usize>() + addrs.capacity() * 4
-            }
-            Item::Table(t) => t.capacity() * 4,
-        })
+        self.cache.ram_bytes(Cached::heap_bytes)
+    }
+
+    /// The dirty items in `n`ths of a page of RAM each holds, at least one each (see
+    /// `Fs::dirty_items`).
+    pub fn dirty_shares(&self, n: usize, page: usize) -> usize {
+        self.cache
+            .iter()
+            .filter(|e| e.dirty)
+            .map(|e| {
+                (n * (e.item.heap_bytes() + core::mem::size_of::<Entry<Cached>>()))
+                    .div_ceil(page)
+                    .max(1)
+            })
+            .sum()
     }
 
     /// Number of cached items.
