@@ -98,20 +98,14 @@ impl<F: Flash> Fs<F> {
         let p = self.store.p();
         let fanout = p.index_fanout();
         let mut inodes = 0u64;
-        let mut inode_bytes = 0u64;
         let mut index_nodes = 0u64;
-        let node_len = |n: &crate::index::file::inode::FileNode| {
-            p.align(n.worst_len(&p, n.names_len())) as u64
-        };
         for c in self.inodes.iter().filter(|c| c.dirty) {
             inodes += 1;
-            inode_bytes += node_len(&c.node);
             index_nodes += fold_bound(&c.node.content, fanout);
         }
         for o in self.open.files.values() {
             if let Some(n) = &o.orphan {
                 inodes += 1;
-                inode_bytes += node_len(n);
                 index_nodes += fold_bound(&n.content, fanout);
             }
             // An update too large for extents folds its own tree at its commit: those nodes
@@ -129,17 +123,9 @@ impl<F: Flash> Fs<F> {
         let bt_pages = self.store.bt_page_count() as u64;
         let root_and_table = self.map.depth as u64 + 1 + bt_pages;
         // Bytes per log: (kind, bytes, node size); `two`: the second checkpoint's too.
-        // Inode nodes: at most a page each. On NAND, where a node that does not fit the rest
-        // of a page goes to the next, pages are at least half full of them (besides the page
-        // the head is in): what small inodes sharing items (`Config::dirty_shares`) write.
-        // (On NOR every one still counts a page: the room 4 KiB sectors keep is tuned to it.)
-        let mut inode_log = inodes * p.dir_page as u64;
-        if p.geometry.kind == dffs_flash::FlashKind::Nand && inodes > 0 {
-            inode_log = inode_log.min(2 * inode_bytes + p.geometry.page_size as u64);
-        }
         let logs = |two: bool| {
             [
-                (LogKind::Inode, inode_log, p.dir_page),
+                (LogKind::Inode, inodes * p.dir_page as u64, p.dir_page),
                 (
                     LogKind::Dir,
                     self.dirs.dirty_count() as u64 * p.dir_page as u64,
@@ -308,11 +294,9 @@ impl<F: Flash> Fs<F> {
             .map(|b| b.live as u64)
             .sum();
         let cached = self.data_cache.dirty_count() as u64 * p.data_slot() as u64;
-        // What the dirty metadata may write at the next checkpoint: a page per item, or
-        // more where small items share one (`Fs::dirty_items`): directory items `n` to an
-        // item, inode nodes packed at least half a page to a page (NAND).
-        let n = self.cfg.shares_on(&p) as u64;
-        let per_item = if n > 1 { n.max(2) } else { 1 };
+        // What the dirty metadata may write at the next checkpoint: a page per item, `n`
+        // pages where small items share one count (`Config::dirty_shares`).
+        let per_item = self.cfg.shares_on(&p) as u64;
         let meta_margin = (self.cfg.max_dirty as u64 * per_item + 4) * p.dir_page as u64;
         (usable, usable.saturating_sub(live + cached + meta_margin))
     }
