@@ -311,21 +311,13 @@ mod tests {
     /// The `JTxCommit` ids replay finds in a journal that starts at `first` with `next` set
     /// aside.
     fn replayed_commits(st: &mut Store<RamFlash>, first: u32, next: u32) -> Vec<u64> {
-        let start = ScanStart {
-            block: first,
-            off: 0,
-            next,
-            next_seq: 0,
-            clean: false,
-        };
-        let mut scan = JournalScan::new(st, start).unwrap();
-        let mut commits = Vec::new();
-        while let Some(rec) = scan.next(st).unwrap() {
-            if let Record::TxCommit { tid } = rec {
-                commits.push(tid);
-            }
-        }
-        commits
+        replayed(st, first, next)
+            .into_iter()
+            .filter_map(|rec| match rec {
+                Record::TxCommit { tid } => Some(tid),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Every record replay finds in a journal that starts in `first` (links and session
