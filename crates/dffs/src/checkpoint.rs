@@ -100,7 +100,7 @@ impl Checkpoint {
         for (i, a) in &self.orphans {
             w.u32(*i).u32(a.0);
         }
-        // Only a checkpoint that names delta nodes carries their list (tables under 16 pages
+        // Only a checkpoint that names delta nodes carries their list (tables under 4 pages
         // never do, and their records stay as small as before).
         if !self.bt_deltas.is_empty() {
             w.u32(self.bt_deltas.len() as u32);

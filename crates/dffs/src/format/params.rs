@@ -427,12 +427,20 @@ impl Params {
     }
 
     /// Block-table delta nodes a checkpoint may name: an eighth of the block-table pages, at
-    /// most [`MAX_BT_DELTAS`], and none below 16 pages (there a changed page is rewritten:
-    /// on a small table deltas save little, and pages written at different checkpoints
-    /// leave the map log's blocks partly live, which a small device cannot spare).
+    /// most [`MAX_BT_DELTAS`]; one on a table of 4 to 15 pages, none below 4 (there a delta
+    /// node saves at most a page or two, and pages written at different checkpoints leave
+    /// the map log's blocks partly live, which a device that small cannot spare). On 2 MiB
+    /// of 4 KiB NOR sectors (7 pages) the one node made synced random 4 KiB writes 20%
+    /// faster: every checkpoint rewrote six or seven pages.
     pub const fn bt_delta_nodes(&self) -> u32 {
         let pages = self.geometry.blocks.div_ceil(self.bt_entries());
-        let n = if pages < 16 { 0 } else { pages / 8 };
+        let n = if pages < 4 {
+            0
+        } else if pages < 16 {
+            1
+        } else {
+            pages / 8
+        };
         if n < MAX_BT_DELTAS {
             n
         } else {

@@ -350,7 +350,7 @@ impl<F: Flash> Fs<F> {
     /// whole and pages with provisional data (now or at the last checkpoint) are written;
     /// of the others with changed records, those with the most are written until the rest
     /// fit the delta nodes the format allows (`Params::bt_delta_nodes`; none on a table of
-    /// fewer than 16 pages, where every changed page is written, as before deltas) and
+    /// fewer than 4 pages, where every changed page is written, as before deltas) and
     /// need no more nodes than the pages they stand for: so the table never costs a
     /// checkpoint more nodes than it has pages (the budget counts that).
     fn plan_block_table(&self, prov_pages: &[u32], last_prov: &[(u32, u32)]) -> (Vec<u32>, u32) {
