@@ -91,8 +91,7 @@ impl<F: Flash> Fs<F> {
                 let due = pending > 0 && {
                     let (k, two) = self.cp_needs();
                     let free = self.store.free_blocks();
-                    let small = (p.geometry.blocks / 64).max(2);
-                    let big = small.max(4 * k.saturating_sub(2));
+                    let (small, big) = self.release_batches(k);
                     let batch = if free <= urgent_low + two { small } else { big };
                     (free <= urgent_low || pending >= batch) && self.checkpoint_pays()
                 };
@@ -111,6 +110,14 @@ impl<F: Flash> Fs<F> {
         }
         self.checkpoint_inner(need == CheckpointNeed::Clean)?;
         Ok(Taken)
+    }
+
+    /// Collected blocks a background checkpoint waits for (see `CheckpointNeed::GcBackground`),
+    /// with `k` the next checkpoint's need: near the urgent level a sixty-fourth of the
+    /// device (at least 2), above it four times what the checkpoint writes (at least that).
+    pub(crate) fn release_batches(&self, k: u32) -> (u32, u32) {
+        let small = (self.store.p().geometry.blocks / 64).max(2);
+        (small, small.max(4 * k.saturating_sub(2)))
     }
 
     /// Whether a change may be made at all (`ReadOnly`, or the error that broke the
