@@ -321,16 +321,28 @@ fn writes_admitted_on_a_full_device_are_synced() {
 /// of every block's live bytes agrees with them.
 #[test]
 fn a_checkpoint_carries_scattered_changes_in_delta_nodes() {
-    let mut fs = Fs::mount(nor_4k(16 << 20), Config::default()).unwrap();
-    // A file over half the device: its blocks' records are in every table page.
-    let (ino, mut model) = fill(&mut fs, 8 << 20);
+    // A file over half the device: its blocks' records are in every table page. Each rewrite
+    // kills bytes in the block the old copy was in: 24 of them fall in about 20 of the 50
+    // pages.
+    let worst = worst_checkpoint_of_scattered_writes(16 << 20, 8 << 20, 23, 24);
+    // Delta nodes, the pages with the most changes, the inode, index and map pages and the
+    // checkpoint record twice: 15–22 KB a checkpoint here, where rewriting every page with a
+    // changed record took 30–39 KB.
+    assert!(worst < 24 << 10, "a checkpoint programmed {worst} bytes");
+}
+
+/// Twelve rounds of `per_round` synced random 4 KiB writes into a file of `file` bytes on
+/// `dev` bytes of 4 KiB sectors, each round ending with a checkpoint (every fourth with a
+/// remount, the file checked and fsck's recount clean), then more writes, a power cut and the
+/// file checked again. Returns the most bytes one of the rounds' checkpoints programmed.
+fn worst_checkpoint_of_scattered_writes(dev: u64, file: u64, seed: u64, per_round: u32) -> u64 {
+    let mut fs = Fs::mount(nor_4k(dev), Config::default()).unwrap();
+    let (ino, mut model) = fill(&mut fs, file);
     fs.checkpoint().unwrap();
-    let mut rng = Rng(23);
+    let mut rng = Rng(seed);
     let mut worst = 0u64;
     for round in 0..12 {
-        // Each rewrite kills bytes in the block the old copy was in: 24 of them fall in
-        // about 20 of the 50 pages.
-        random_writes(&mut fs, ino, &mut model, 4096, 24, &mut rng);
+        random_writes(&mut fs, ino, &mut model, 4096, per_round, &mut rng);
         worst = worst.max(checkpoint_bytes(&mut fs));
         if round % 4 == 3 {
             let dev = fs.unmount().unwrap();
@@ -340,13 +352,10 @@ fn a_checkpoint_carries_scattered_changes_in_delta_nodes() {
             assert!(r.warnings.is_empty(), "{:?}", r.warnings);
         }
     }
-    // Delta nodes, the pages with the most changes, the inode, index and map pages and the
-    // checkpoint record twice: 15–22 KB a checkpoint here, where rewriting every page with a
-    // changed record took 30–39 KB.
-    assert!(worst < 24 << 10, "a checkpoint programmed {worst} bytes");
     random_writes(&mut fs, ino, &mut model, 4096, 10, &mut rng);
     let mut fs = cut_and_mount(fs);
     check(&mut fs, ino, &model);
+    worst
 }
 
 /// A power cut at every program and erase of a checkpoint that writes block-table delta
@@ -479,35 +488,17 @@ fn replay_counts_the_erases_of_blocks_written_since_the_checkpoint() {
     assert_eq!(fs.erase_counts().unwrap(), before);
 }
 
-/// A table of fewer than 16 pages (2 MiB of 4 KiB sectors: 7 pages) carries a checkpoint's
+/// A table of 4 to 15 pages (2 MiB of 4 KiB sectors: 7 pages) carries a checkpoint's
 /// scattered changes in one delta node instead of rewriting each page they fall in: each
 /// checkpoint of synced random writes rewrote six or seven 1 KiB pages, a fifth of the
 /// device's erases in `dffs bench nor --quick`. The records survive remounts, a power cut
 /// and fsck's recount.
 #[test]
 fn a_small_table_carries_scattered_changes_in_a_delta_node() {
-    let mut fs = Fs::mount(nor_4k(2 << 20), Config::default()).unwrap();
-    let (ino, mut model) = fill(&mut fs, 1 << 20);
-    fs.checkpoint().unwrap();
-    let mut rng = Rng(29);
-    let mut worst = 0u64;
-    for round in 0..12 {
-        random_writes(&mut fs, ino, &mut model, 4096, 12, &mut rng);
-        worst = worst.max(checkpoint_bytes(&mut fs));
-        if round % 4 == 3 {
-            let dev = fs.unmount().unwrap();
-            fs = Fs::mount(dev, Config::default()).unwrap();
-            check(&mut fs, ino, &model);
-            let r = fs.fsck().unwrap();
-            assert!(r.warnings.is_empty(), "{:?}", r.warnings);
-        }
-    }
+    let worst = worst_checkpoint_of_scattered_writes(2 << 20, 1 << 20, 29, 12);
     // 8.2–9.6 KB a checkpoint here; rewriting each page with a changed record took
     // 10.3–12.6 KB.
     assert!(worst < 10_000, "a checkpoint programmed {worst} bytes");
-    random_writes(&mut fs, ino, &mut model, 4096, 10, &mut rng);
-    let mut fs = cut_and_mount(fs);
-    check(&mut fs, ino, &model);
 }
 
 /// Synced random writes on a 512-block device (2 MiB of 4 KiB sectors, half of it the file)
