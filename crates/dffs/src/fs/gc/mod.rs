@@ -121,11 +121,11 @@ impl<F: Flash> Fs<F> {
     /// victims; on 128 blocks the window left the torture's full devices wedged more often.)
     pub(crate) fn background_low(&self) -> u32 {
         let p = self.store.p();
-        let (k, two) = self.cp_needs();
         let blocks = p.geometry.blocks;
         let batches = if blocks < 512 {
             0
         } else {
+            let (k, two) = self.cp_needs();
             (2 * self.release_batches(k).1 + two).min(blocks / 16)
         };
         let window = (blocks / 32).max(4).max(batches);
