@@ -259,10 +259,10 @@ impl Params {
                 let dir = 2048u32.min(g.block_size() / 4).max(512);
                 let map = 1024u32.min(g.block_size() / 4).max(256);
                 // On 512 or more sectors of 4 KiB (or less), a node of 64 pointers (288 B) is
-                // 7% of a sector, and collection, which moves a fragmented file's blocks one by one,
-                // rewrites a leaf for nearly every block it moves: 32 pointers (160 B) nearly
-                // halve that. Larger blocks, and smaller devices (whose files are small: a
-                // file of 8-16 KiB needs a second level at 32), keep 64.
+                // 7% of a sector, and collection, which moves a fragmented file's blocks one
+                // by one, rewrites a leaf for nearly every block it moves: 32 pointers (160 B)
+                // nearly halve that. Larger blocks, and smaller devices (whose files are
+                // small: a file of 8-16 KiB needs a second level at 32), keep 64.
                 let fanout = if g.block_size() <= 4096 && g.blocks >= 512 {
                     32
                 } else {
