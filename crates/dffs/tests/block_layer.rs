@@ -319,6 +319,35 @@ fn usable_space_for_one_file() {
     }
 }
 
+/// A write refused on a full device does a bounded amount of work: collection stops once 128
+/// rounds in a row win no room. (On 2 MiB of 4 KiB NOR sectors filled by one file, a refused
+/// 256-byte write collected index blocks for the make-room loop's whole round limit, 2,064
+/// rounds, and erased 1,858 blocks: their copies rewrote the paths above them, took a fresh
+/// block each and gave one back, so the free blocks never rose.) Every try is refused, so
+/// giving up early does not refuse what more rounds would admit.
+#[test]
+fn a_write_refused_on_a_full_device_erases_little() {
+    let mut fs = Fs::mount(nor_4k(2 << 20), Config::default()).unwrap();
+    let (_ino, fh, len) = fill_to_nospace(&mut fs, 0x3C);
+    let mut most = 0;
+    for i in 0..8u64 {
+        let before = fs.flash().stats();
+        let r = fs.write(fh, len + i * 4096, &[0x5A; 256]);
+        assert!(matches!(r, Err(dffs::Error::NoSpace)), "{r:?}");
+        let erases = fs.flash().stats().since(&before).erases;
+        eprintln!("refused write {i}: {erases} erases");
+        most = most.max(erases);
+    }
+    // A make-room call gives up after 128 rounds that win nothing, one victim each.
+    assert!(most <= 160, "a refused write erased {most} blocks");
+    fs.fsync(fh).unwrap();
+    fs.close(fh).unwrap();
+    let dev = fs.unmount().unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    assert_eq!(fs.stat(_ino).unwrap().size, len);
+    assert!(fs.fsck().unwrap().is_clean());
+}
+
 /// What a write admitted is written back by the sync that follows, however full the device:
 /// a file filled to ENOSPC in 64 KiB, 4 KiB and 256-byte writes on 4 KiB NOR sectors syncs.
 /// (It said ENOSPC at `fsync` on many sizes from 1 to 10 MiB, 1.25, 1.5 and 1.75 MiB among

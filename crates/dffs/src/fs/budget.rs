@@ -37,6 +37,12 @@ use crate::index::file::tree::fold_bound;
 use crate::store::{BlockState, Priority};
 use dffs_flash::Flash;
 
+/// Rounds of [`Fs::make_room`] in a row that may win no room before it gives up. (With 32, a
+/// 256-byte write refused on a full 2 MiB partition of 4 KiB NOR sectors was admitted by the
+/// next try: the copies of those rounds compact the index blocks slowly, and the room shows
+/// only later.)
+const STALL_ROUNDS: u32 = 128;
+
 impl<F: Flash> Fs<F> {
     /// Blocks a checkpoint may have to allocate if it were taken now: for each metadata head,
     /// the bytes the checkpoint would write there beyond the room left in its open block; plus
@@ -386,18 +392,36 @@ impl<F: Flash> Fs<F> {
         self.make_room_rounds(check, 4 * self.store.p().geometry.blocks + 16)
     }
 
-    /// [`Fs::make_room`] giving up (`NoSpace`) after `max_rounds` rounds.
+    /// [`Fs::make_room`] giving up (`NoSpace`) after `max_rounds` rounds, or after
+    /// [`STALL_ROUNDS`] rounds in a row that won no room: the free and releasable blocks above
+    /// the application's floor never rose above their best. (A round collects one victim or
+    /// takes a checkpoint. Without the stall bound a write refused on a full device of many
+    /// small blocks collected until the round limit, `4 · blocks + 16`: the victims left were
+    /// index blocks about half live, whose copies rewrite the paths above them, so each took
+    /// a fresh block for the one it gave back and the room never grew. One refused 256-byte
+    /// write on 2 MiB of 4 KiB NOR sectors erased 1,858 blocks.)
     fn make_room_rounds(
         &mut self,
         check: impl Fn(&Self) -> (bool, bool),
         max_rounds: u32,
     ) -> Result<()> {
         let mut rounds = 0u32;
+        let (mut best, mut stalled) = (i64::MIN, 0u32);
         loop {
             self.refresh_floors();
             let (enough, hopeless) = check(self);
             if enough {
                 return Ok(());
+            }
+            let room = (self.store.free_blocks() + self.releasable_blocks()) as i64
+                - self.store.reserve_blocks() as i64;
+            if room > best {
+                (best, stalled) = (room, 0);
+            } else {
+                stalled += 1;
+                if stalled > STALL_ROUNDS {
+                    return Err(Error::NoSpace);
+                }
             }
             rounds += 1;
             if rounds > max_rounds {
