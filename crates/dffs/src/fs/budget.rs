@@ -43,6 +43,12 @@ use dffs_flash::Flash;
 /// only later.)
 const STALL_ROUNDS: u32 = 128;
 
+/// [`STALL_ROUNDS`] for the application's next try on a device found full, while nothing has
+/// died in its operations and the room is no larger than the last try won (`GcState::full`):
+/// another 128 rounds would repeat the last try's copies. (A write retried on a full 2 MiB
+/// partition of 4 KiB NOR sectors erased 124 blocks every time.)
+const STALL_ROUNDS_FULL: u32 = 8;
+
 impl<F: Flash> Fs<F> {
     /// Blocks a checkpoint may have to allocate if it were taken now: for each metadata head,
     /// the bytes the checkpoint would write there beyond the room left in its open block; plus
@@ -318,7 +324,7 @@ impl<F: Flash> Fs<F> {
     /// Makes sure `bytes` more can be written, collecting garbage (and checkpointing to free
     /// what it collected) as needed; `NoSpace` when the device is full.
     pub(crate) fn ensure_space(&mut self, bytes: u64) -> Result<()> {
-        self.make_room(|fs| {
+        self.make_room_for_app((0, bytes), |fs| {
             let (_, free) = fs.space();
             let enough = free >= bytes && fs.store.free_blocks() > fs.store.reserve_blocks();
             (enough, free < bytes && !fs.gc_could_help(bytes))
@@ -342,19 +348,24 @@ impl<F: Flash> Fs<F> {
                     (fs.store.free_blocks() >= floor + n.max(1), false)
                 },
                 8,
+                None,
             );
             match soft {
                 Ok(()) | Err(Error::NoSpace) => {}
                 Err(e) => return Err(e),
             }
         }
-        self.make_room(|fs| {
+        let check = |fs: &Self| {
             let floor = match prio {
                 Priority::User => fs.store.reserve_blocks(),
                 Priority::Log | Priority::Spare | Priority::Reserve => fs.store.log_floor(),
             };
             (fs.store.free_blocks() >= floor + n.max(1), false)
-        })
+        };
+        match prio {
+            Priority::User => self.make_room_for_app((1, n as u64), check),
+            _ => self.make_room(check),
+        }
     }
 
     /// Blocks the next checkpoint gives back: those emptied by GC and the journal blocks
@@ -389,7 +400,27 @@ impl<F: Flash> Fs<F> {
     /// cannot help (`.1`: `NoSpace` at once). A checkpoint is taken when it gives back more
     /// blocks than it costs, or when collection cannot go on without one.
     fn make_room(&mut self, check: impl Fn(&Self) -> (bool, bool)) -> Result<()> {
-        self.make_room_rounds(check, 4 * self.store.p().geometry.blocks + 16)
+        self.make_room_rounds(check, 4 * self.store.p().geometry.blocks + 16, None)
+    }
+
+    /// [`Fs::make_room`] for admitting the application's new data or metadata, `want` of it
+    /// (0 and bytes for [`Fs::ensure_space`], 1 and blocks for [`Fs::ensure_blocks`]): a try
+    /// for at least what the last such try was refused, on a device with nothing dead since
+    /// and no more room, gets only [`STALL_ROUNDS_FULL`] rounds that win nothing. (A smaller
+    /// one gets them all: given 8, a 256-byte write refused after a 4 KiB one was refused
+    /// where 128 rounds admitted it. Write-back of what was admitted is never cut short so.)
+    fn make_room_for_app(
+        &mut self,
+        want: (u8, u64),
+        check: impl Fn(&Self) -> (bool, bool),
+    ) -> Result<()> {
+        self.make_room_rounds(check, 4 * self.store.p().geometry.blocks + 16, Some(want))
+    }
+
+    /// Free and releasable blocks above the application's floor: what making room wins.
+    fn room_won(&self) -> i64 {
+        (self.store.free_blocks() + self.releasable_blocks()) as i64
+            - self.store.reserve_blocks() as i64
     }
 
     /// [`Fs::make_room`] giving up (`NoSpace`) after `max_rounds` rounds, or after
@@ -400,31 +431,49 @@ impl<F: Flash> Fs<F> {
     /// index blocks about half live, whose copies rewrite the paths above them, so each took
     /// a fresh block for the one it gave back and the room never grew. One refused 256-byte
     /// write on 2 MiB of 4 KiB NOR sectors erased 1,858 blocks.)
+    ///
+    /// `app`: a try to admit the application's new data or metadata, and what it asks for
+    /// ([`Fs::make_room_for_app`], [`GcState::full`]).
+    ///
+    /// [`GcState::full`]: super::gc::GcState::full
     fn make_room_rounds(
         &mut self,
         check: impl Fn(&Self) -> (bool, bool),
         max_rounds: u32,
+        app: Option<(u8, u64)>,
     ) -> Result<()> {
         let mut rounds = 0u32;
         let (mut best, mut stalled) = (i64::MIN, 0u32);
+        self.refresh_floors();
+        let kills = self.store.op_kills();
+        let stall_limit = match (self.gc.full, app) {
+            (Some((k, won, (kind, amount))), Some((want_kind, want)))
+                if k == kills && self.room_won() <= won && kind == want_kind && want >= amount =>
+            {
+                STALL_ROUNDS_FULL
+            }
+            _ => STALL_ROUNDS,
+        };
         loop {
             self.refresh_floors();
             let (enough, hopeless) = check(self);
             if enough {
+                if app.is_some() {
+                    self.gc.full = None;
+                }
                 return Ok(());
             }
-            let room = (self.store.free_blocks() + self.releasable_blocks()) as i64
-                - self.store.reserve_blocks() as i64;
+            let room = self.room_won();
             if room > best {
                 (best, stalled) = (room, 0);
             } else {
                 stalled += 1;
-                if stalled > STALL_ROUNDS {
-                    return Err(Error::NoSpace);
-                }
             }
             rounds += 1;
-            if rounds > max_rounds {
+            if stalled > stall_limit || rounds > max_rounds {
+                if let Some(want) = app {
+                    self.gc.full = Some((self.store.op_kills(), best, want));
+                }
                 return Err(Error::NoSpace);
             }
             let can_cp = self.txn.open.is_none() && !self.mount.replaying;
@@ -480,7 +529,7 @@ impl<F: Flash> Fs<F> {
         if !short(self) {
             return Ok(());
         }
-        match self.make_room_rounds(|fs| (!short(fs), false), 2 * want + 8) {
+        match self.make_room_rounds(|fs| (!short(fs), false), 2 * want + 8, None) {
             Ok(()) | Err(Error::NoSpace) => {}
             Err(e) => return Err(e),
         }

@@ -93,6 +93,9 @@ pub(crate) struct Store<F: Flash> {
     first_program: Option<(LogKind, NodeBuilder)>,
     /// What the file system is doing (for [`OpCounts::by_cause`]).
     phase: Phase,
+    /// Bytes that died in [`Phase::Op`] (the application's unlinks, truncations, rewrites), in
+    /// all: whether anything was freed since a time the device was found full.
+    op_kills: u64,
     /// The commit run being written into the user-data head, if any (see
     /// [`Store::begin_commit_run`]).
     run: Option<CommitRun>,
@@ -160,6 +163,7 @@ impl<F: Flash> Store<F> {
             checkpointing: false,
             first_program: None,
             phase: Phase::Op,
+            op_kills: 0,
             run: None,
             scanned_block: u32::MAX,
             cp_seq: 0,
@@ -365,7 +369,15 @@ impl<F: Flash> Store<F> {
         if !self.p.addr_valid(a) {
             return;
         }
+        if self.phase == Phase::Op {
+            self.op_kills += bytes as u64;
+        }
         self.table.kill(self.p.block_of(a), bytes);
+    }
+
+    /// Bytes that died in the application's operations so far ([`Phase::Op`]).
+    pub fn op_kills(&self) -> u64 {
+        self.op_kills
     }
     fn head_index(&self, kind: LogKind) -> usize {
         self.p.head_of(kind)

@@ -57,6 +57,12 @@ pub(crate) struct GcState {
     /// Blocks kept because of unreadable items, with their live bytes then: not chosen again
     /// while nothing in them dies.
     pub kept: Vec<(u32, u32)>,
+    /// Making room for the application last gave up with this much dead in its operations
+    /// (`Store::op_kills`), at most this room won (free and releasable blocks above its
+    /// floor), and asked for this (`Fs::make_room_for_app`): until something dies or the room
+    /// grows, another try for as much gets only `STALL_ROUNDS_FULL` rounds that win nothing
+    /// (`fs/budget.rs`).
+    pub full: Option<(u64, i64, (u8, u64))>,
     /// Totals for reports.
     pub moved_bytes: u64,
     pub blocks_collected: u64,
