@@ -330,7 +330,7 @@ fn usable_space_for_one_file() {
 #[test]
 fn a_write_refused_on_a_full_device_erases_little() {
     let mut fs = Fs::mount(nor_4k(2 << 20), Config::default()).unwrap();
-    let (_ino, fh, len) = fill_to_nospace(&mut fs, 0x3C);
+    let (ino, fh, len) = fill_to_nospace(&mut fs, 0x3C);
     let (mut most, mut retries) = (0, 0);
     for i in 0..8u64 {
         let before = fs.flash().stats();
@@ -353,7 +353,7 @@ fn a_write_refused_on_a_full_device_erases_little() {
     // Once something is freed, a write gets its full rounds again: after a truncation of
     // 64 KiB the same write is admitted.
     fs.setattr(
-        _ino,
+        ino,
         dffs::SetAttr {
             size: Some(len - 65536),
             ..Default::default()
@@ -367,7 +367,7 @@ fn a_write_refused_on_a_full_device_erases_little() {
     fs.close(fh).unwrap();
     let dev = fs.unmount().unwrap();
     let mut fs = Fs::mount(dev, Config::default()).unwrap();
-    assert_eq!(fs.stat(_ino).unwrap().size, len);
+    assert_eq!(fs.stat(ino).unwrap().size, len);
     assert!(fs.fsck().unwrap().is_clean());
 }
 

@@ -444,16 +444,7 @@ impl<F: Flash> Fs<F> {
     ) -> Result<()> {
         let mut rounds = 0u32;
         let (mut best, mut stalled) = (i64::MIN, 0u32);
-        self.refresh_floors();
-        let kills = self.store.op_kills();
-        let stall_limit = match (self.gc.full, app) {
-            (Some((k, won, (kind, amount))), Some((want_kind, want)))
-                if k == kills && self.room_won() <= won && kind == want_kind && want >= amount =>
-            {
-                STALL_ROUNDS_FULL
-            }
-            _ => STALL_ROUNDS,
-        };
+        let mut stall_limit = STALL_ROUNDS;
         loop {
             self.refresh_floors();
             let (enough, hopeless) = check(self);
@@ -464,6 +455,21 @@ impl<F: Flash> Fs<F> {
                 return Ok(());
             }
             let room = self.room_won();
+            // (Decided once room is short, so that a call that finds room at once scans no
+            // more than before.)
+            if rounds == 0 {
+                if let (Some((k, won, (kind, amount))), Some((want_kind, want))) =
+                    (self.gc.full, app)
+                {
+                    if k == self.store.op_kills()
+                        && room <= won
+                        && kind == want_kind
+                        && want >= amount
+                    {
+                        stall_limit = STALL_ROUNDS_FULL;
+                    }
+                }
+            }
             if room > best {
                 (best, stalled) = (room, 0);
             } else {
