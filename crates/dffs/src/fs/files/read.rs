@@ -22,7 +22,7 @@ pub(crate) enum Src {
 
 impl<F: Flash> Fs<F> {
     /// Where block `b` of `ino` is, ignoring the data cache.
-    fn block_src(&mut self, ino: Ino, node: &FileNode, b: u32) -> Result<Src> {
+    pub(super) fn block_src(&mut self, ino: Ino, node: &FileNode, b: u32) -> Result<Src> {
         let p = self.store.p();
         let stride = p.stride();
         if let Some(ov) = self.open.files.get(&ino).and_then(|o| o.overlay.as_ref()) {
