@@ -276,11 +276,6 @@ fn usable_fraction(dev: SimFlash) -> f64 {
     let mut fs = Fs::mount(dev, Config::default()).unwrap();
     // What was admitted must still be written back by the sync.
     let (ino, fh, len) = fill_to_nospace(&mut fs, 0xA5);
-    eprintln!(
-        "DBG len {len} statfs {:?}\n{}",
-        fs.statfs(),
-        fs.debug_block_summary()
-    );
     fs.fsync(fh)
         .unwrap_or_else(|e| panic!("sync at {len}: {e:?} {}", fs.debug_block_summary()));
     fs.close(fh).unwrap();

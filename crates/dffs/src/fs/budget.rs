@@ -324,11 +324,33 @@ impl<F: Flash> Fs<F> {
     /// Makes sure `bytes` more can be written, collecting garbage (and checkpointing to free
     /// what it collected) as needed; `NoSpace` when the device is full.
     pub(crate) fn ensure_space(&mut self, bytes: u64) -> Result<()> {
-        self.make_room_for_app((0, bytes), |fs| {
+        self.ensure_space_credited(bytes, |_| Ok(0))
+    }
+
+    /// [`Fs::ensure_space`], with `credit` (bytes of what the operation replaces on flash,
+    /// which die at its commit) taken off what it asks when the byte budget is short. The
+    /// credit is only computed then (it may read index nodes); the first check is the one
+    /// `make_room` begins with.
+    pub(crate) fn ensure_space_credited(
+        &mut self,
+        bytes: u64,
+        credit: impl FnOnce(&mut Self) -> Result<u64>,
+    ) -> Result<()> {
+        let check = |fs: &Self, bytes: u64| {
             let (_, free) = fs.space();
             let enough = free >= bytes && fs.store.free_blocks() > fs.store.reserve_blocks();
             (enough, free < bytes && !fs.gc_could_help(bytes))
-        })
+        };
+        self.refresh_floors();
+        if check(self, bytes).0 {
+            self.gc.full = None;
+            return Ok(());
+        }
+        let bytes = match self.space().1 < bytes {
+            true => bytes - credit(self)?.min(bytes),
+            false => bytes,
+        };
+        self.make_room_for_app((0, bytes), |fs| check(fs, bytes))
     }
 
     /// Makes sure `n` blocks beyond the floor of `prio` are free, collecting and checkpointing

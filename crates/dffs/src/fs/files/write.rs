@@ -70,11 +70,10 @@ impl<F: Flash> Fs<F> {
         // synced overwrites on 2 MiB of 64 KiB NOR blocks, filled to ENOSPC and cut by
         // 64 KiB, were refused 752 times in 777: the fill had ended with more live than the
         // budget counts usable.)
-        let mut budget = need;
-        if self.space().1 < need {
-            budget -= self.blocks_on_flash(ino, first_b, last_b)? * bs;
-        }
-        self.ensure_space(budget)?;
+        self.ensure_space_credited(
+            need,
+            |fs| Ok(fs.blocks_on_flash(ino, first_b, last_b)? * bs),
+        )?;
         // Room for writing it all back, so a write either happens whole or not at all: the
         // blocks as flush_blocks will write them (each with its data node header on NOR). A
         // write that stays inline writes no block (only its inode, counted below).
