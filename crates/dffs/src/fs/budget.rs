@@ -32,6 +32,7 @@
 
 use super::Fs;
 use crate::error::{Error, Result};
+use crate::format::attrs::Ino;
 use crate::format::params::LogKind;
 use crate::index::file::tree::fold_bound;
 use crate::store::{BlockState, Priority};
@@ -324,17 +325,17 @@ impl<F: Flash> Fs<F> {
     /// Makes sure `bytes` more can be written, collecting garbage (and checkpointing to free
     /// what it collected) as needed; `NoSpace` when the device is full.
     pub(crate) fn ensure_space(&mut self, bytes: u64) -> Result<()> {
-        self.ensure_space_credited(bytes, |_| Ok(0))
+        self.ensure_space_credited(bytes, None)
     }
 
-    /// [`Fs::ensure_space`], with `credit` (bytes of what the operation replaces on flash,
-    /// which die at its commit) taken off what it asks when the byte budget is short. The
-    /// credit is only computed then (it may read index nodes); the first check is the one
-    /// `make_room` begins with.
+    /// [`Fs::ensure_space`] for a write of blocks `first..=last` of `ino` (`replaces`): when
+    /// the byte budget is short, the bytes of those blocks already on flash, whose old copies
+    /// die at the write's commit, come off what it asks. The credit is only computed then (it
+    /// may read index nodes); the first check is the one `make_room` begins with.
     pub(crate) fn ensure_space_credited(
         &mut self,
         bytes: u64,
-        credit: impl FnOnce(&mut Self) -> Result<u64>,
+        replaces: Option<(Ino, u64, u64)>,
     ) -> Result<()> {
         let check = |fs: &Self, bytes: u64| {
             let (_, free) = fs.space();
@@ -346,10 +347,13 @@ impl<F: Flash> Fs<F> {
             self.gc.full = None;
             return Ok(());
         }
-        let bytes = match self.space().1 < bytes {
-            true => bytes - credit(self)?.min(bytes),
-            false => bytes,
-        };
+        let mut bytes = bytes;
+        if let Some((ino, first, last)) = replaces {
+            if self.space().1 < bytes {
+                let on_flash = self.blocks_on_flash(ino, first, last)?;
+                bytes -= (on_flash * self.store.p().data_block as u64).min(bytes);
+            }
+        }
         self.make_room_for_app((0, bytes), |fs| check(fs, bytes))
     }
 

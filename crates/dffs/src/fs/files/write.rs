@@ -70,10 +70,7 @@ impl<F: Flash> Fs<F> {
         // synced overwrites on 2 MiB of 64 KiB NOR blocks, filled to ENOSPC and cut by
         // 64 KiB, were refused 752 times in 777: the fill had ended with more live than the
         // budget counts usable.)
-        self.ensure_space_credited(
-            need,
-            |fs| Ok(fs.blocks_on_flash(ino, first_b, last_b)? * bs),
-        )?;
+        self.ensure_space_credited(need, Some((ino, first_b, last_b)))?;
         // Room for writing it all back, so a write either happens whole or not at all: the
         // blocks as flush_blocks will write them (each with its data node header on NOR). A
         // write that stays inline writes no block (only its inode, counted below).
@@ -147,7 +144,7 @@ impl<F: Flash> Fs<F> {
     /// How many of blocks `first..=last` of `ino` are on flash (not holes, not past the end):
     /// what rewriting them kills at the commit. None for a file that compresses (a block of a
     /// compressed group frees only its share of the group).
-    fn blocks_on_flash(&mut self, ino: Ino, first: u64, last: u64) -> Result<u64> {
+    pub(crate) fn blocks_on_flash(&mut self, ino: Ino, first: u64, last: u64) -> Result<u64> {
         let node = self.committed(ino)?;
         let blocks = blocks_for(self.cur_size(ino)?, self.store.p().data_block);
         if node.compression != 0 || first >= blocks {
