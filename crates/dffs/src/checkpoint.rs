@@ -22,6 +22,10 @@ use dffs_flash::{Flash, FlashError, FlashKind, PagePairing};
 /// Checkpoint flag: written by a clean unmount (nothing was written after it).
 pub const CP_CLEAN: u16 = 1;
 
+/// Checkpoint flag: a restamp (the same checkpoint written again, at a mount, into the anchor
+/// it erased first): its block table does not count that erase, so a mount counts it.
+pub const CP_ANCHOR_UNCOUNTED: u16 = 2;
+
 pub use crate::format::params::ANCHOR_AREA;
 
 /// Everything mount needs to find the file system.
@@ -29,7 +33,7 @@ pub use crate::format::params::ANCHOR_AREA;
 pub struct Checkpoint {
     /// Format parameters.
     pub params: Params,
-    /// [`CP_CLEAN`] and reserved bits.
+    /// [`CP_CLEAN`], [`CP_ANCHOR_UNCOUNTED`] and reserved bits.
     pub flags: u16,
     /// Checkpoint counter.
     pub cp_number: u64,
@@ -241,6 +245,11 @@ pub struct AnchorPos {
 /// Checkpoint slots in an anchor block. On paired-page NAND only pages that are no upper page
 /// hold slots: every checkpoint is durable once written, so programming the upper page of an
 /// earlier slot could destroy it.
+/// Whether the checkpoint after the one at `pos` starts the other anchor (erasing it first).
+pub fn starts_block(p: &Params, pos: AnchorPos) -> bool {
+    !(pos.may_append && pos.slot + 3 < slots_per_block(p))
+}
+
 fn slots_per_block(p: &Params) -> u32 {
     let g = p.geometry;
     if g.kind == FlashKind::Nand && g.pairing != PagePairing::None {
@@ -451,6 +460,7 @@ pub fn restamp<F: Flash>(
 ) -> Result<AnchorPos> {
     let mut again = cp.clone();
     again.cp_number = cp.cp_number + ANCHOR_AREA as u64 + 3;
+    again.flags |= CP_ANCHOR_UNCOUNTED;
     let to = AnchorPos {
         may_append: false,
         ..pos
@@ -520,7 +530,7 @@ pub fn write<F: Flash>(
 /// first slot: mount looks for one ([`moved_anchor_attempt`]).
 pub fn level_anchors<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> Result<bool> {
     let p = st.p();
-    if pos.may_append && pos.slot + 3 < slots_per_block(&p) {
+    if !starts_block(&p, pos) {
         return Ok(false);
     }
     let other = pos.anchor ^ 1;
@@ -612,7 +622,7 @@ pub fn moved_anchor_attempt<F: Flash>(
 
 /// Whether one of the first two slots of `block` holds a valid checkpoint of file system `fs_id`
 /// numbered below `below`.
-fn holds_checkpoint_of<F: Flash>(
+pub fn holds_checkpoint_of<F: Flash>(
     st: &mut Store<F>,
     block: u32,
     fs_id: u64,

@@ -44,6 +44,9 @@ pub enum NodeType {
     /// Journal: the user-data head continues in a new block, which recovery scans for commit
     /// runs (FORMAT.md §8.7).
     JDataBlock = 0x1A,
+    /// Journal: free blocks the allocator may erase before the next checkpoint (a mount after
+    /// a power cut reads their first page to count an erase it finds; FORMAT.md §11).
+    JErasing = 0x1B,
     /// Directory inode page (attributes, name, embedded buckets or bucket table).
     DirRoot = 0x20,
     /// Directory bucket page (the paper's virtual DirInode).
@@ -87,6 +90,7 @@ impl NodeType {
             0x18 => JRemap,
             0x19 => JHardLink,
             0x1A => JDataBlock,
+            0x1B => JErasing,
             0x20 => DirRoot,
             0x21 => DirBucket,
             0x22 => DirTable,

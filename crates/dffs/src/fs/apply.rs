@@ -31,6 +31,8 @@ impl<F: Flash> Fs<F> {
             // The journal's own structure: nothing in RAM changes (a transaction's commit is
             // decided by the replay's first pass).
             Record::Session | Record::Link { .. } | Record::TxCommit { .. } => Ok(()),
+            // Blocks that may be erased: only a mount reads them (`Store::count_announced_erases`).
+            Record::Erasing { .. } => Ok(()),
             // A bad-block swap the store made: logical `logical` lives on `physical` now.
             Record::Remap { logical, physical } => {
                 self.store.apply_remap(*logical, *physical);

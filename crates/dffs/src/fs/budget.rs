@@ -337,6 +337,7 @@ impl<F: Flash> Fs<F> {
         bytes: u64,
         replaces: Option<(Ino, u64, u64)>,
     ) -> Result<()> {
+        self.announce_erases()?;
         let check = |fs: &Self, bytes: u64| {
             let (_, free) = fs.space();
             let enough = free >= bytes && fs.store.free_blocks() > fs.store.reserve_blocks();

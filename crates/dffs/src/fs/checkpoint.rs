@@ -18,7 +18,7 @@ use crate::store::{BlockInfo, BlockRecord, BlockState, Phase, Priority, Wear};
 use crate::vec_map::VecMap;
 use alloc::vec;
 use alloc::vec::Vec;
-use dffs_flash::Flash;
+use dffs_flash::{Flash, FlashKind};
 
 /// Why a module other than the budget asks for a checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,6 +192,9 @@ impl<F: Flash> Fs<F> {
 
     /// Writes a checkpoint (see [`Fs::checkpoint_inner`]).
     fn write_checkpoint(&mut self, clean: bool) -> Result<()> {
+        // The blocks this checkpoint may take are announced in the journal it ends: a power
+        // cut before it is complete mounts from the one before.
+        self.announce_erases()?;
         // A checkpoint is a program of this session: the session marker goes first, before
         // the journal position is recorded.
         self.store.program_first()?;
@@ -206,6 +209,24 @@ impl<F: Flash> Fs<F> {
         //    beyond it, a 4 KiB NOR chain of cuts ended in `checkpoint: NoSpace`).
         if self.rewrite_fits() && self.store.free_blocks() > self.background_low() {
             checkpoint::level_anchors(&mut self.store, self.cp.anchor)?;
+        }
+        // A checkpoint that starts the other anchor erases it: counted in the table it writes,
+        // and on NOR announced in the journal this checkpoint ends (a mount after a cut before
+        // it is complete counts the erase if the anchor holds no older checkpoint), like other
+        // erases (`Store::erase_announcement`). On NAND the record would take a journal page:
+        // with it a full 4 MiB SLC partition refused 88 of 1,632 overwrites, 14 without.
+        let p = self.store.p();
+        if checkpoint::starts_block(&p, self.cp.anchor) && !self.cfg.read_only {
+            let b = p.anchors[self.cp.anchor.anchor ^ 1];
+            if b < p.geometry.blocks {
+                if p.geometry.kind == FlashKind::Nor
+                    && self.store.free_blocks() > self.store.reserve_blocks()
+                {
+                    self.journal
+                        .announce_blocks(&mut self.store, &[b], Priority::Log)?;
+                }
+                self.store.precount_anchor_erase(b);
+            }
         }
         // 1. Dirty inodes (so directory slots get real addresses), orphans included.
         let dirty: Vec<Ino> = self
@@ -304,6 +325,8 @@ impl<F: Flash> Fs<F> {
         self.store
             .set_scanned_block(heads[p.head_of(LogKind::DataHot)].0);
         self.store.set_cp_seq(cp.next_seq);
+        // A mount reads the announced erases of this checkpoint's journal only.
+        self.store.clear_announced();
         self.cp.data_blocks = 0;
         // Everything programmed so far is what this checkpoint needs after a power cut.
         self.store.barrier();

@@ -23,6 +23,7 @@ impl<F: Flash> Fs<F> {
         self.journal
             .set_keep_next(self.txn.open.is_some() && !self.txn.committing);
         self.journal.record_remaps(&mut self.store, Priority::Log)?;
+        self.announce_erases()?;
         if self.journal.fold_into_last(&mut self.store, rec) {
             return Ok(());
         }
@@ -46,6 +47,16 @@ impl<F: Flash> Fs<F> {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Announces the free blocks the allocator may erase next, before an operation that may
+    /// take blocks ([`crate::journal::JournalWriter::announce_erases`]): writes, collection
+    /// steps and checkpoints call it, as every journaled change does.
+    pub(crate) fn announce_erases(&mut self) -> Result<()> {
+        if self.cfg.read_only {
+            return Ok(());
+        }
+        self.journal.announce_erases(&mut self.store, Priority::Log)
     }
 
     /// Makes the journal durable. After a journal block was swapped out for a failed program

@@ -223,6 +223,10 @@ impl<F: Flash> Fs<F> {
                 self.store.load_bt_delta(b, e);
             }
         }
+        // A restamp's table does not count the erase of the anchor it was written into.
+        if cp.flags & checkpoint::CP_ANCHOR_UNCOUNTED != 0 && pos.slot == 0 {
+            self.store.bump_erase_count(p.anchors[pos.anchor]);
+        }
         // The table was written after the journal head was opened (and its next block
         // reserved): a table that disagrees names the wrong pages (e.g. an older table's).
         let state_of = |st: &Store<F>, b: u32| {
@@ -419,6 +423,8 @@ impl<F: Flash> Fs<F> {
         if h.is_open() {
             data_blocks.push((h.block(), h.off()));
         }
+        // Blocks announced for erasing since the checkpoint.
+        let mut erasing: Vec<u32> = Vec::new();
         let mut scan = JournalScan::new(&mut self.store, start)?;
         while let Some(rec) = scan.next(&mut self.store)? {
             any = true;
@@ -430,10 +436,18 @@ impl<F: Flash> Fs<F> {
                         data_blocks.push((*block, 0));
                     }
                 }
+                Record::Erasing { blocks } => erasing.extend_from_slice(blocks),
                 r => max_tid = max_tid.max(r.tid()),
             }
         }
         self.mount.journal_garbage = scan.ended_on_garbage();
+        // Blocks erased since the checkpoint that replay enters nothing of: the journal block
+        // the last link set aside, and the user-data head's blocks named by records (each
+        // was erased when it was taken, if the checkpoint's table calls it free).
+        self.store.count_replayed_erase(scan.named_next());
+        for &(b, _) in &data_blocks {
+            self.store.count_replayed_erase(b);
+        }
         let last = scan.last_seq();
         self.store.set_seq(self.store.seq().max(last + 1));
         // Synced writes may have left commits in data page tags (nothing is written after a
@@ -448,6 +462,7 @@ impl<F: Flash> Fs<F> {
         self.mount.tag_commits = tags.commits.len() as u32;
         self.mount.lost_commits = tags.lost;
         if !any && tags.commits.is_empty() {
+            self.store.end_replay_counts();
             return Ok(self.mount.journal_garbage);
         }
         self.txn.next = self.txn.next.max(max_tid.saturating_add(1));
@@ -460,6 +475,29 @@ impl<F: Flash> Fs<F> {
         self.mount.replaying = false;
         self.store.set_replaying(false);
         res?;
+        // The announced blocks replay found nothing in: an erase since the checkpoint shows
+        // in their first page (FORMAT.md §12).
+        crate::sort::sort(&mut erasing);
+        erasing.dedup();
+        self.store.count_announced_erases(&erasing, cp.next_seq)?;
+        // An anchor announced is one a checkpoint after this one started: erased, unless it
+        // still holds its older checkpoints.
+        let p = self.store.p();
+        for &b in &erasing {
+            if b < p.geometry.blocks
+                && self.store.block(b).state() == BlockState::Anchor
+                && !checkpoint::holds_checkpoint_of(
+                    &mut self.store,
+                    b,
+                    p.fs_id,
+                    p.cp_slot,
+                    cp.cp_number,
+                )?
+            {
+                self.store.bump_erase_count(b);
+            }
+        }
+        self.store.end_replay_counts();
         Ok(true)
     }
 

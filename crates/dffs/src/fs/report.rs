@@ -201,6 +201,12 @@ impl<F: Flash> Fs<F> {
         Ok(v)
     }
 
+    /// Erases of blocks that no `Erasing` journal record had announced, in this session: a
+    /// power cut before the next checkpoint loses their counts (DESIGN.md §15 item 6).
+    pub fn unannounced_erases(&self) -> u64 {
+        self.store.unannounced_erases()
+    }
+
     /// Byte offsets on the device of the newest copy of every block-table page (for tests
     /// that damage them; `None`: no copy yet).
     #[doc(hidden)]

@@ -92,6 +92,12 @@ impl JournalScan {
         self.garbage
     }
 
+    /// The block the last link read names as the journal's next, set aside (and erased)
+    /// before that link was written; `u32::MAX` for none.
+    pub fn named_next(&self) -> u32 {
+        self.next
+    }
+
     /// Ends the scan on a cut program.
     fn stop_garbage(&mut self) -> Result<Option<Record>> {
         self.garbage = true;

@@ -174,7 +174,17 @@ pub enum Record {
         /// The block.
         block: u32,
     },
+    /// `blocks`, free and not known to be erased, may be erased before the next checkpoint: a
+    /// mount after a power cut reads the first page of each that the checkpoint calls free,
+    /// and counts an erase when it holds nothing written before the checkpoint.
+    Erasing {
+        /// The blocks (at most [`MAX_ERASING`]).
+        blocks: Vec<u32>,
+    },
 }
+
+/// Most blocks one `Erasing` record names.
+pub const MAX_ERASING: usize = 64;
 
 fn put_name(w: &mut Writer, name: &[u8]) {
     w.u8(name.len() as u8).bytes(name);
@@ -261,6 +271,7 @@ impl Record {
             Record::Remap { .. } => NodeType::JRemap,
             Record::HardLink { .. } => NodeType::JHardLink,
             Record::DataBlock { .. } => NodeType::JDataBlock,
+            Record::Erasing { .. } => NodeType::JErasing,
         }
     }
 
@@ -401,6 +412,12 @@ impl Record {
             }
             Record::DataBlock { block } => {
                 w.u32(*block);
+            }
+            Record::Erasing { blocks } => {
+                w.u16(blocks.len() as u16);
+                for &b in blocks {
+                    w.u32(b);
+                }
             }
         }
         nb
@@ -554,6 +571,17 @@ impl Record {
                 physical: r.u32()?,
             },
             NodeType::JDataBlock => Record::DataBlock { block: r.u32()? },
+            NodeType::JErasing => {
+                let n = r.u16()? as usize;
+                if n == 0 || n > MAX_ERASING {
+                    return Err(Error::Corrupt);
+                }
+                let mut blocks = Vec::with_capacity(n);
+                for _ in 0..n {
+                    blocks.push(r.u32()?);
+                }
+                Record::Erasing { blocks }
+            }
             _ => return Err(Error::Corrupt),
         };
         if r.remaining() != 0 {
@@ -770,6 +798,9 @@ mod tests {
             physical: 2,
         });
         roundtrip(Record::DataBlock { block: 77 });
+        roundtrip(Record::Erasing {
+            blocks: vec![9, 3, 700_000],
+        });
     }
 
     #[test]

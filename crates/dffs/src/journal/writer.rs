@@ -25,7 +25,7 @@
 
 use alloc::vec::Vec;
 
-use super::record::Record;
+use super::record::{Record, MAX_ERASING};
 use crate::error::{Error, Result};
 use crate::format::node::{self, NodeBuilder, Probe};
 use crate::format::params::{Addr, LogKind};
@@ -210,6 +210,37 @@ impl JournalWriter {
             };
             self.append_record(st, &rec, prio)?;
             self.flush(st)?;
+        }
+        Ok(())
+    }
+
+    /// Announces the free blocks the allocator may erase next that no record announced since
+    /// the last checkpoint (`Erasing` records, made durable before any of them is erased), so
+    /// that a mount after a power cut can count their erases. A journal without room for the
+    /// record announces nothing (the erases are then counted only by the next checkpoint).
+    pub fn announce_erases<F: Flash>(&mut self, st: &mut Store<F>, prio: Priority) -> Result<()> {
+        let blocks = st.erase_announcement()?;
+        self.announce_blocks(st, &blocks, prio)
+    }
+
+    /// Announces `blocks` for erasing (see [`JournalWriter::announce_erases`]).
+    pub fn announce_blocks<F: Flash>(
+        &mut self,
+        st: &mut Store<F>,
+        blocks: &[u32],
+        prio: Priority,
+    ) -> Result<()> {
+        for chunk in blocks.chunks(MAX_ERASING) {
+            let rec = Record::Erasing {
+                blocks: chunk.to_vec(),
+            };
+            match self.append_record(st, &rec, prio) {
+                Ok(_) => {}
+                Err(Error::NoSpace) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+            self.flush(st)?;
+            st.announce(chunk);
         }
         Ok(())
     }

@@ -883,6 +883,15 @@ impl BlockTable {
         self.cand_all.then_some(None)
     }
 
+    /// The blocks of both candidate lists (some may have been taken since they were found).
+    pub fn candidate_blocks(&self) -> Vec<u32> {
+        self.young
+            .iter()
+            .chain(self.old.iter())
+            .map(|&(_, b)| b)
+            .collect()
+    }
+
     /// Starts finding the free-block candidates again: the store offers every free block
     /// outside the anchor area ([`BlockTable::offer`]), then calls
     /// [`BlockTable::end_candidates`].

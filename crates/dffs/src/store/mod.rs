@@ -27,9 +27,9 @@ use medium::Medium;
 pub use medium::{Cause, CauseCounts, OpCounts};
 
 use crate::error::{Error, Result};
-use crate::format::node::{NodeBuilder, NodeType};
+use crate::format::node::{self, NodeBuilder, NodeType, Probe};
 use crate::format::params::{Addr, LogKind, Params, ANCHOR_AREA, NODE_HEADER};
-use dffs_flash::{EccStatus, Flash, FlashError};
+use dffs_flash::{EccStatus, Flash, FlashError, FlashKind};
 
 /// Who is asking for a block. Each level has a floor of free blocks it must leave (set by the
 /// file system's budget, see [`Store::set_floors`]): application data leaves the reserve,
@@ -107,6 +107,19 @@ pub(crate) struct Store<F: Flash> {
     cp_seq: u64,
     /// Block-table pages whose wear the table caches (see [`BlockTable`]).
     table_cache: usize,
+    /// `Free` blocks that an `Erasing` journal record on flash announced since the last
+    /// checkpoint: the allocator may erase them, and a mount after a power cut reads their
+    /// first page to count an erase it finds (FORMAT.md §11).
+    announced: Vec<u32>,
+    /// Erases of `Free` blocks no record had announced: a power cut before the next
+    /// checkpoint loses their counts (DESIGN.md §15 item 6).
+    unannounced_erases: u64,
+    /// An anchor whose coming erase was counted already, by the checkpoint that will erase it
+    /// (so that the table that checkpoint writes holds the count): [`Store::erase_raw`] does
+    /// not count it again.
+    anchor_precounted: Option<u32>,
+    /// Blocks whose erase replay has counted (see [`Store::count_replayed_erase`]).
+    replay_counted: Vec<u32>,
 }
 
 /// A commit run in progress: consecutive file blocks of one inode written as consecutive pages
@@ -168,6 +181,10 @@ impl<F: Flash> Store<F> {
             scanned_block: u32::MAX,
             cp_seq: 0,
             table_cache: 1,
+            announced: Vec::new(),
+            unannounced_erases: 0,
+            anchor_precounted: None,
+            replay_counted: Vec::new(),
         }
     }
 
@@ -236,6 +253,7 @@ impl<F: Flash> Store<F> {
         core::mem::size_of::<Self>()
             + self.table.ram_bytes()
             + self.remaps.capacity() * 8
+            + (self.announced.capacity() + self.replay_counted.capacity()) * 4
             + self.heads.ram_bytes()
             + self.medium.cached_bytes()
     }
@@ -340,8 +358,13 @@ impl<F: Flash> Store<F> {
                 self.table.get(b).kind()
             );
             self.medium.cause = self.write_cause(kind);
-            if self.table.get(b).state() == BlockState::Free && !self.erase_block(b)? {
-                continue;
+            if self.table.get(b).state() == BlockState::Free {
+                if !self.announced.contains(&b) {
+                    self.unannounced_erases += 1;
+                }
+                if !self.erase_block(b)? {
+                    continue;
+                }
             }
             let w = self.wear(b)?.aged(self.cp_number);
             self.table.set_wear(b, w, true);
@@ -551,13 +574,14 @@ impl<F: Flash> Store<F> {
         self.table.wear_backlog()
     }
 
-    /// During replay: block `b`, which the checkpoint's table calls `Free`, holds something
-    /// written after that checkpoint, so it was erased once since (once: a block freed comes
-    /// back only with a checkpoint, so it is allocated at most once between two): its erase
-    /// count says so. (An `Erased` block is allocated without an erase.) Counts of blocks
-    /// erased but not yet written when the power went stay lost (DESIGN §15 item 6).
+    /// During replay: block `b`, which the checkpoint's table calls `Free`, was erased since
+    /// that checkpoint (replay found something written after it there, a record names it as
+    /// taken, or its announced erase shows): its erase count says so, once (a block freed
+    /// comes back only with a checkpoint, so it is allocated, and erased, at most once
+    /// between two). (An `Erased` block is allocated without an erase.)
     pub fn count_replayed_erase(&mut self, b: u32) {
-        if self.table.get(b).state() == BlockState::Free {
+        if self.table.get(b).state() == BlockState::Free && !self.replay_counted.contains(&b) {
+            self.replay_counted.push(b);
             // (Wear only: a page that cannot be read leaves the count as it was.)
             if let Ok(w) = self.wear(b) {
                 let w = Wear {
@@ -732,6 +756,123 @@ impl<F: Flash> Store<F> {
             }
         }
         Ok(None)
+    }
+
+    /// The blocks the allocator may erase next that no `Erasing` record announced since the
+    /// last checkpoint: the `Free` blocks (contents unknown, erased when taken) among its
+    /// candidates by wear and in the anchor area. Empty while replaying or read-only, on a
+    /// device at its reserve (the records would take journal room that the checkpoints which
+    /// give blocks back need), and on NAND: there a record is durable only once the journal
+    /// head's page is programmed, and a page programmed for each record took the room that a
+    /// 24-block SLC device with failing programs needed after cuts
+    /// (`every_cut_nand_mixed_faults`: 3 of 946 cuts ended in ENOSPC below half the room for
+    /// files or at unmount; with the page programmed only before an erase, 7 of 885, one in
+    /// `EIO`). NAND keeps the erases replay finds evidence of (DESIGN §15 item 6).
+    pub fn erase_announcement(&mut self) -> Result<Vec<u32>> {
+        if self.read_only
+            || self.replaying
+            || self.free_blocks() <= self.reserve_blocks()
+            || self.p.geometry.kind == FlashKind::Nand
+        {
+            return Ok(Vec::new());
+        }
+        if self.table.candidate(false).is_none() || self.table.candidate(true).is_none() {
+            self.find_candidates()?;
+        }
+        let area = ANCHOR_AREA.min(self.table.len());
+        let mut out = Vec::new();
+        for b in (0..area).chain(self.table.candidate_blocks()) {
+            if self.table.get(b).state() == BlockState::Free
+                && !self.announced.contains(&b)
+                && !out.contains(&b)
+            {
+                out.push(b);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Blocks an `Erasing` record now on flash announced.
+    pub fn announce(&mut self, blocks: &[u32]) {
+        self.announced.extend_from_slice(blocks);
+    }
+
+    /// The end of a mount's replay: forgets which blocks it counted erases of.
+    pub fn end_replay_counts(&mut self) {
+        self.replay_counted = Vec::new();
+    }
+
+    /// A checkpoint is on flash: a mount reads the announcements of its journal only, so
+    /// every erase from here on needs one there.
+    pub fn clear_announced(&mut self) {
+        self.announced.clear();
+    }
+
+    /// Erases of `Free` blocks that no record had announced (see [`Store::announce`]).
+    pub fn unannounced_erases(&self) -> u64 {
+        self.unannounced_erases
+    }
+
+    /// During mount, after replay: counts an erase of each block an `Erasing` record of the
+    /// journal announced that the checkpoint's table calls `Free`, unless its first page
+    /// still holds what was written before the checkpoint (a node or page tag whose sequence
+    /// number is below `next_seq`, the checkpoint's). Blocks replay found something in were
+    /// counted already and are no longer `Free`. Returns the erases counted.
+    pub fn count_announced_erases(&mut self, blocks: &[u32], next_seq: u64) -> Result<u32> {
+        let mut n = 0;
+        let mut seen: Vec<u32> = Vec::new();
+        for &b in blocks {
+            if b >= self.table.len()
+                || seen.contains(&b)
+                || self.table.get(b).state() != BlockState::Free
+            {
+                continue;
+            }
+            seen.push(b);
+            if self.written_before(b, next_seq)? {
+                continue;
+            }
+            self.count_replayed_erase(b);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Whether block `b` shows no erase since sequence number `seq`: it begins with something
+    /// written before, or with nothing (a free block may never have been written, so an
+    /// erased first page proves nothing: the erase of a block cut before its first program
+    /// stays uncounted). Unreadable or newer: erased since, or an erase was cut.
+    fn written_before(&mut self, b: u32, seq: u64) -> Result<bool> {
+        let g = self.p.geometry;
+        let pos = b as u64 * g.block_size() as u64;
+        match g.kind {
+            FlashKind::Nand => {
+                let mut data = alloc::vec![0u8; g.page_size as usize];
+                let page = (pos / g.page_size as u64) as u32;
+                let tag = match self.read_tagged_page(page, &mut data) {
+                    Ok((st, Ok(Some(t)))) if st != EccStatus::Uncorrectable => t,
+                    // Never programmed: no sign of an erase (see below).
+                    Ok((_, Ok(None))) => return Ok(true),
+                    Ok(_) | Err(Error::Io) | Err(Error::Corrupt) => return Ok(false),
+                    Err(e) => return Err(e),
+                };
+                // The tag holds 32 bits of the number: before `seq` within half the range.
+                Ok((seq as u32).wrapping_sub(tag.seq).wrapping_sub(1) < 1 << 31)
+            }
+            FlashKind::Nor => {
+                let mut buf = [0u8; NODE_HEADER as usize];
+                match self.read(pos, &mut buf) {
+                    Ok(()) => {}
+                    Err(Error::Io) | Err(Error::Corrupt) => return Ok(false),
+                    Err(e) => return Err(e),
+                }
+                Ok(match node::probe(&buf, g.block_size()) {
+                    Probe::Header(h) => h.seq < seq,
+                    Probe::Padding | Probe::Erased => true,
+                    Probe::Garbage => false,
+                })
+            }
+        }
     }
 
     /// Offers the table every free block outside the anchor area as a candidate, reading the
@@ -956,10 +1097,32 @@ impl<F: Flash> Store<F> {
         self.medium.program(pp, data, oob)
     }
 
-    /// Erases logical block `b` outside the allocator (an anchor), counting the erase.
+    /// Erases logical block `b` outside the allocator (an anchor), counting the erase unless
+    /// [`Store::precount_anchor_erase`] did.
     pub fn erase_raw(&mut self, b: u32) -> core::result::Result<(), FlashError> {
         let pb = self.phys(b);
-        // Anchors lie in the anchor area, whose wear RAM always holds.
+        if self.anchor_precounted == Some(b) {
+            self.anchor_precounted = None;
+        } else {
+            self.bump_erase_count(b);
+        }
+        self.medium.cause = Cause::Checkpoint;
+        self.medium.erase(pb)
+    }
+
+    /// Counts the erase of anchor `b` that the checkpoint being written will make when it
+    /// starts that block, before the checkpoint's table is written (once: a checkpoint that
+    /// failed before its erase leaves the count for the next one).
+    pub fn precount_anchor_erase(&mut self, b: u32) {
+        if self.anchor_precounted != Some(b) {
+            self.bump_erase_count(b);
+            self.anchor_precounted = Some(b);
+        }
+    }
+
+    /// Adds one to block `b`'s erase count (an anchor's: anchors lie in the anchor area,
+    /// whose wear RAM always holds).
+    pub fn bump_erase_count(&mut self, b: u32) {
         let w = self.table.wear(b).unwrap_or_default();
         self.table.set_wear(
             b,
@@ -969,8 +1132,6 @@ impl<F: Flash> Store<F> {
             },
             false,
         );
-        self.medium.cause = Cause::Checkpoint;
-        self.medium.erase(pb)
     }
 
     /// Whether the device marks block `b` bad (format).

@@ -63,6 +63,7 @@ impl<F: Flash> Fs<F> {
     /// Examines up to `budget` pages of the current victim. Returns pages examined. Its device
     /// operations count as [`crate::Cause::GcRead`] and [`crate::Cause::GcCopy`].
     pub(crate) fn gc_work(&mut self, budget: u32) -> Result<u32> {
+        self.announce_erases()?;
         let prev = self.store.set_phase(Phase::Gc);
         let r = self.gc_pages(budget);
         // No batch outlives the step: what the file system does between steps may move the
