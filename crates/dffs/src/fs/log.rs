@@ -56,6 +56,9 @@ impl<F: Flash> Fs<F> {
         if self.cfg.read_only {
             return Ok(());
         }
+        // As for any record: inside an open transaction the journal keeps its commit a block.
+        self.journal
+            .set_keep_next(self.txn.open.is_some() && !self.txn.committing);
         self.journal.announce_erases(&mut self.store, Priority::Log)
     }
 
