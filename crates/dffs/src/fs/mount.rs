@@ -476,7 +476,8 @@ impl<F: Flash> Fs<F> {
         self.store.set_replaying(false);
         res?;
         // The announced blocks replay found nothing in: an erase since the checkpoint shows
-        // in their first page (FORMAT.md §12).
+        // in their first page (FORMAT.md §12). Each block once: an anchor named twice was
+        // erased once.
         crate::sort::sort(&mut erasing);
         erasing.dedup();
         self.store.count_announced_erases(&erasing, cp.next_seq)?;

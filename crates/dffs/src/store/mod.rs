@@ -817,25 +817,18 @@ impl<F: Flash> Store<F> {
     /// journal announced that the checkpoint's table calls `Free`, unless its first page
     /// still holds what was written before the checkpoint (a node or page tag whose sequence
     /// number is below `next_seq`, the checkpoint's). Blocks replay found something in were
-    /// counted already and are no longer `Free`. Returns the erases counted.
-    pub fn count_announced_erases(&mut self, blocks: &[u32], next_seq: u64) -> Result<u32> {
-        let mut n = 0;
-        let mut seen: Vec<u32> = Vec::new();
+    /// counted already and are no longer `Free`; a block named twice is counted once
+    /// ([`Store::count_replayed_erase`]).
+    pub fn count_announced_erases(&mut self, blocks: &[u32], next_seq: u64) -> Result<()> {
         for &b in blocks {
-            if b >= self.table.len()
-                || seen.contains(&b)
-                || self.table.get(b).state() != BlockState::Free
+            if b < self.table.len()
+                && self.table.get(b).state() == BlockState::Free
+                && !self.written_before(b, next_seq)?
             {
-                continue;
+                self.count_replayed_erase(b);
             }
-            seen.push(b);
-            if self.written_before(b, next_seq)? {
-                continue;
-            }
-            self.count_replayed_erase(b);
-            n += 1;
         }
-        Ok(n)
+        Ok(())
     }
 
     /// Whether block `b` shows no erase since sequence number `seq`: it begins with something
