@@ -421,8 +421,11 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Box<Checkpoint>, Anch
     Ok((cp, pos, holding))
 }
 
-/// Whether the anchors hold a checkpoint cut while it was written after the newest valid one,
-/// number `chosen` at `pos`: the pair after it in its block is programmed, or the other
+/// Whether the mount's choice, checkpoint number `chosen` at `pos`, may not survive: its own
+/// second copy does not read as that checkpoint (the first copy may then be a cut program
+/// that read valid this once: a checkpoint's second copy is programmed only once the first
+/// is whole), or the anchors hold a checkpoint cut while it was written after the newest valid
+/// one, number `chosen` at `pos`: the pair after it in its block is programmed, or the other
 /// anchor's first slot is programmed but holds no valid checkpoint older than the choice (a
 /// switch to that block was cut). Such a slot reads as invalid now, but a cut program leaves
 /// bits that read differently from read to read (NOR) or a page that may pass its CRC on
@@ -436,6 +439,14 @@ pub fn cut_attempt_after<F: Flash>(st: &mut Store<F>, pos: AnchorPos, chosen: u6
     let p = st.p();
     let per = slots_per_block(&p);
     let block = p.anchors[pos.anchor];
+    // (A clean unmount's checkpoint cut in its first copy read valid at the recovery, which
+    // took it and wrote on; the next mount read it invalid and went back to the checkpoint
+    // before, losing a create synced after the recovery: 4 KiB NOR chained cuts, mixed seed
+    // 210.)
+    match read_slot(st, block, pos.slot + 1, p.cp_slot)? {
+        Some(cp) if cp.cp_number == chosen => {}
+        _ => return Ok(true),
+    }
     if pos.slot + 3 < per && slot_used(st, block, pos.slot + 2, p.cp_slot)? {
         return Ok(true);
     }
@@ -725,6 +736,40 @@ mod tests {
     use crate::format::params::FormatOptions;
     use crate::fs::Fs;
     use dffs_testkit::ram_flash::{nor_geometry, RamFlash};
+
+    /// A checkpoint's second copy is programmed only once the first is whole: a choice whose
+    /// second copy does not read as it may be a first copy cut while it was programmed that
+    /// read valid this once, and the mount must write it again (`cut_attempt_after`). Without
+    /// that, a recovery took a clean unmount's checkpoint cut in its first copy and wrote on;
+    /// the next mount read that copy invalid and went back to the checkpoint before it, losing
+    /// a create synced in between (4 KiB NOR chained cuts, mixed seed 210).
+    #[test]
+    fn a_choice_without_its_second_copy_is_written_again() {
+        let g = nor_geometry(32);
+        let dev = Fs::format(RamFlash::new(g), &FormatOptions::default()).unwrap();
+        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        let mut st = Store::new(dev, p);
+        let (cp, pos, _) = find_newest(&mut st).unwrap();
+        let mut cp = *cp;
+        cp.cp_number += 1;
+        let at = AnchorPos {
+            may_append: true,
+            ..pos
+        };
+        let pos = write(&mut st, &cp, Some(at)).unwrap();
+        let (found, found_at, _) = find_newest(&mut st).unwrap();
+        assert_eq!((found.cp_number, found_at.slot), (cp.cp_number, pos.slot));
+        assert!(!cut_attempt_after(&mut st, pos, cp.cp_number).unwrap());
+        // The second copy spoiled as a cut program leaves it (bits at 0): the first copy is
+        // still the newest checkpoint, but no longer a durable choice.
+        let p = st.p();
+        let bs = p.geometry.block_size() as u64;
+        let second = p.anchors[pos.anchor] as u64 * bs + slot_offset(&p, pos.slot + 1, p.cp_slot);
+        st.program_raw(second, &[0u8; 64], &[]).unwrap();
+        let (found, found_at, _) = find_newest(&mut st).unwrap();
+        assert_eq!((found.cp_number, found_at.slot), (cp.cp_number, pos.slot));
+        assert!(cut_attempt_after(&mut st, pos, cp.cp_number).unwrap());
+    }
 
     /// A mount reads the anchors' slots more than once, and a slot a cut left half programmed
     /// may read as invalid to `find_newest` and as valid a moment later. A valid checkpoint in
