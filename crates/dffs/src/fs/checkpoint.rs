@@ -349,29 +349,38 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
-    /// Bytes of provisional data (open updates' blocks, not yet committed) per block, sorted by
-    /// block.
-    fn provisional_bytes(&mut self) -> Vec<(u32, u32)> {
+    /// Bytes of provisional data per block, sorted by block: what open updates own beyond
+    /// their files' committed content (`Fs::overlay_owned`: the blocks they wrote, and a
+    /// spilled update's own index nodes). After a power cut it is garbage; a commit replayed
+    /// counts it again.
+    fn provisional_bytes(&mut self) -> Result<Vec<(u32, u32)>> {
         let p = self.store.p();
-        let stride = p.stride();
-        let mut provisional: Vec<Addr> = Vec::new();
-        for oi in self.open.files.values() {
-            if let Some(ov) = &oi.overlay {
-                for (_b, a) in ov.extents.iter_blocks(stride) {
-                    if !a.is_none() {
-                        provisional.push(a);
-                    }
-                }
-            }
-        }
+        let node_len = p.align(p.index_node);
+        let open: Vec<Ino> = self.open.files.keys().copied().collect();
         let mut per_block: VecMap<u32, u32> = VecMap::new();
-        for a in provisional {
-            if let Some((at, len)) = self.data_extent(a) {
+        for ino in open {
+            let Some(o) = self.open.files.get(&ino) else {
+                continue;
+            };
+            let Some(ov) = &o.overlay else {
+                continue;
+            };
+            let (blocks, nodes) = if ov.spilled.is_none() {
+                let blocks = ov.extents.iter_blocks(p.stride()).map(|x| x.1);
+                (blocks.filter(|a| !a.is_none()).collect(), Vec::new())
+            } else {
+                let ov = ov.clone();
+                let committed = self.committed(ino)?;
+                self.overlay_owned(ino, &ov, &committed)?
+            };
+            let extents = blocks.into_iter().filter_map(|a| self.data_extent(a));
+            let nodes = nodes.into_iter().map(|a| (a, node_len));
+            for (at, len) in extents.collect::<Vec<_>>().into_iter().chain(nodes) {
                 let e = per_block.get_or_default(p.block_of(at));
                 *e = e.saturating_add(len);
             }
         }
-        per_block.into_vec()
+        Ok(per_block.into_vec())
     }
 
     /// Which block-table pages the checkpoint writes whole, and how many changed records it
@@ -450,7 +459,7 @@ impl<F: Flash> Fs<F> {
         let nblocks = p.geometry.blocks;
         let len = p.align(p.map_page);
         let per_delta = p.bt_delta_entries();
-        let prov = self.provisional_bytes();
+        let prov = self.provisional_bytes()?;
         // `prov` is in block order, so its pages are too.
         let mut prov_pages: Vec<u32> = prov.iter().map(|&(b, _)| b / per).collect();
         prov_pages.dedup();

@@ -37,6 +37,10 @@ pub struct FsckReport {
     pub warnings: Vec<String>,
     /// Errors beyond the ones recorded.
     pub more_errors: usize,
+    /// Blocks credited with more live bytes than the checker finds in them (beyond one
+    /// directory page of slack), each also a warning: space GC will not reclaim until it
+    /// collects them. Counted only with no uncommitted update open.
+    pub over_credited: u64,
     /// Directories reached.
     pub dirs: u64,
     /// Files and symlinks reached.
@@ -594,6 +598,7 @@ impl<F: Flash> Fs<F> {
             } else if (e.live as u64) > l + p.dir_page as u64
                 && self.open.files.values().all(|o| o.overlay.is_none())
             {
+                w.rep.over_credited += 1;
                 w.rep.warn(format!(
                     "block {b} is credited with {} live bytes, {l} found (reclaimable)",
                     e.live

@@ -193,32 +193,43 @@ impl<F: Flash> Fs<F> {
         ov: &Overlay,
         committed: &FileNode,
     ) -> Result<()> {
-        let stride = self.store.p().stride();
-        let addrs: Vec<Addr> = match &ov.spilled {
-            None => ov.extents.iter_blocks(stride).map(|x| x.1).collect(),
-            Some(sp) => {
-                let (blocks, nodes) = self.mapped(ino, sp)?;
-                let p = self.store.p();
-                for a in nodes {
-                    self.store.kill(a, p.align(p.index_node));
-                }
-                let mut own = Vec::new();
-                for (b, a) in blocks {
-                    let shared = committed.content.inline.is_none() && {
-                        let mut ix = self.tree(ino);
-                        ix.lookup(&committed.content, b)? == a
-                    };
-                    if !shared {
-                        own.push(a);
-                    }
-                }
-                own
-            }
-        };
-        for a in addrs {
+        let (blocks, nodes) = self.overlay_owned(ino, ov, committed)?;
+        let p = self.store.p();
+        for a in nodes {
+            self.store.kill(a, p.align(p.index_node));
+        }
+        for a in blocks {
             self.kill_data(a);
         }
         Ok(())
+    }
+
+    /// What an open update owns on flash beyond the committed content `committed` of its
+    /// file: the data blocks it wrote (block pointers), and a spilled update's own index
+    /// nodes. A spilled map's block counts as its own unless the committed content maps the
+    /// same address (as replay of its commit counts it, `Fs::apply_commit`). Reads only.
+    pub(crate) fn overlay_owned(
+        &mut self,
+        ino: Ino,
+        ov: &Overlay,
+        committed: &FileNode,
+    ) -> Result<(Vec<Addr>, Vec<Addr>)> {
+        let stride = self.store.p().stride();
+        let Some(sp) = &ov.spilled else {
+            let blocks = ov.extents.iter_blocks(stride).map(|x| x.1);
+            return Ok((blocks.filter(|a| !a.is_none()).collect(), Vec::new()));
+        };
+        let (blocks, nodes) = self.mapped(ino, sp)?;
+        let mut kept: Vec<u32> = self
+            .mapped(ino, &committed.content)?
+            .0
+            .iter()
+            .map(|x| x.1 .0)
+            .collect();
+        crate::sort::sort(&mut kept);
+        let own = blocks.into_iter().map(|x| x.1);
+        let own = own.filter(|a| kept.binary_search(&a.0).is_err()).collect();
+        Ok((own, nodes))
     }
 
     /// Open handles (for front ends).
