@@ -424,8 +424,8 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Box<Checkpoint>, Anch
 /// Whether the mount's choice, checkpoint number `chosen` at `pos`, may not survive: its own
 /// second copy does not read as that checkpoint (the first copy may then be a cut program
 /// that read valid this once: a checkpoint's second copy is programmed only once the first
-/// is whole), or the anchors hold a checkpoint cut while it was written after the newest valid
-/// one, number `chosen` at `pos`: the pair after it in its block is programmed, or the other
+/// is whole), or the anchors hold a checkpoint cut while it was written after the choice: the
+/// pair after it in its block is programmed, or the other
 /// anchor's first slot is programmed but holds no valid checkpoint older than the choice (a
 /// switch to that block was cut). Such a slot reads as invalid now, but a cut program leaves
 /// bits that read differently from read to read (NOR) or a page that may pass its CRC on
@@ -737,6 +737,14 @@ mod tests {
     use crate::fs::Fs;
     use dffs_testkit::ram_flash::{nor_geometry, RamFlash};
 
+    /// The store of a freshly formatted NOR device of 32 blocks.
+    fn formatted_nor() -> Store<RamFlash> {
+        let g = nor_geometry(32);
+        let dev = Fs::format(RamFlash::new(g), &FormatOptions::default()).unwrap();
+        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        Store::new(dev, p)
+    }
+
     /// A checkpoint's second copy is programmed only once the first is whole: a choice whose
     /// second copy does not read as it may be a first copy cut while it was programmed that
     /// read valid this once, and the mount must write it again (`cut_attempt_after`). Without
@@ -745,10 +753,7 @@ mod tests {
     /// a create synced in between (4 KiB NOR chained cuts, mixed seed 210).
     #[test]
     fn a_choice_without_its_second_copy_is_written_again() {
-        let g = nor_geometry(32);
-        let dev = Fs::format(RamFlash::new(g), &FormatOptions::default()).unwrap();
-        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
-        let mut st = Store::new(dev, p);
+        let mut st = formatted_nor();
         let (cp, pos, _) = find_newest(&mut st).unwrap();
         let mut cp = *cp;
         cp.cp_number += 1;
@@ -780,10 +785,7 @@ mod tests {
     /// NOR chained cuts, links seed 300, `mount: Corrupt`.)
     #[test]
     fn a_newer_checkpoint_in_the_other_anchor_than_the_choice_is_a_cut_attempt() {
-        let g = nor_geometry(32);
-        let dev = Fs::format(RamFlash::new(g), &FormatOptions::default()).unwrap();
-        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
-        let mut st = Store::new(dev, p);
+        let mut st = formatted_nor();
         let (cp, mut pos, _) = find_newest(&mut st).unwrap();
         let mut cp = *cp;
         // Checkpoints appended until one switches to the other anchor's first slot.
