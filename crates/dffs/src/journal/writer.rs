@@ -371,6 +371,43 @@ mod tests {
         recs
     }
 
+    /// Two swaps of the same logical block between two journal writes (the spare the first
+    /// gave it fails as well) are journaled oldest first, so replay, which applies each as
+    /// the newest mapping of both blocks, ends with the second. (They were once journaled
+    /// newest first, from a stack, and replay after a cut restored the failed spare.)
+    #[test]
+    fn two_swaps_of_one_block_replay_to_the_newest() {
+        use crate::store::Remap;
+        let g = nor_geometry(32);
+        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        let mut st = Store::new(RamFlash::new(g), p);
+        let mut jw = JournalWriter::default();
+        jw.reserve_next(&mut st, Priority::Reserve).unwrap();
+        jw.restart(&mut st).unwrap();
+        let (first, next) = (st.head(LogKind::Journal).block(), jw.next());
+        let (l, s1, s2) = (20, 25, 27);
+        for physical in [s1, s2] {
+            st.queue_new_remap(Remap {
+                logical: l,
+                physical,
+            });
+        }
+        jw.record_remaps(&mut st, Priority::Log).unwrap();
+        let mut replay = Store::new(RamFlash::new(g), p);
+        for rec in replayed(&mut st, first, next) {
+            if let Record::Remap { logical, physical } = rec {
+                replay.apply_remap(logical, physical);
+            }
+        }
+        assert_eq!(
+            replay.remaps(),
+            &[Remap {
+                logical: l,
+                physical: s2
+            }]
+        );
+    }
+
     fn setattr(ino: u32, mask: u32, uid: u32) -> Record {
         let attrs = crate::format::attrs::Attrs {
             uid,

@@ -974,6 +974,13 @@ impl<F: Flash> Store<F> {
         core::mem::take(&mut self.new_remaps)
     }
 
+    /// Queues a swap for the journal as `swap_out_bad_block` does (tests: two swaps of one
+    /// block between journal writes take a device that fails twice in a row).
+    #[cfg(test)]
+    pub(crate) fn queue_new_remap(&mut self, r: Remap) {
+        self.new_remaps.push(r);
+    }
+
     /// Forgets the swaps not yet journaled (a checkpoint records the whole table).
     pub fn clear_new_remaps(&mut self) {
         self.new_remaps.clear();
