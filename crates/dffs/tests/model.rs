@@ -576,6 +576,16 @@ fn run_on(
                 fs = Fs::mount(dev, cfg)
                     .unwrap_or_else(|e| panic!("{ctx}: mount after crash: {e:?}"));
                 check_all(&mut fs, &m, &format!("{ctx} after crash"));
+                // Once a checkpoint has rewritten what the recovery dirtied, no block is
+                // credited with more than it holds (DESIGN.md §15 item 13).
+                match fs.checkpoint() {
+                    Ok(()) => {
+                        let rep = fs.fsck().unwrap_or_else(|e| panic!("{ctx}: fsck: {e:?}"));
+                        assert_eq!(rep.over_credited, 0, "{ctx}: {:?}", rep.warnings);
+                    }
+                    Err(Error::NoSpace) => {}
+                    Err(e) => panic!("{ctx}: checkpoint after crash: {e:?}"),
+                }
             }
             // full check
             _ => check_all(&mut fs, &m, &ctx),
