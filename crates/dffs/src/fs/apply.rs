@@ -383,13 +383,9 @@ impl<F: Flash> Fs<F> {
             if self.mount.replaying {
                 // Written before the crash, perhaps after the checkpoint: count it (counting
                 // twice what the checkpoint already counted is harmless, GC recounts).
-                let (new_blocks, new_nodes) = self.mapped(ino, &new)?;
-                let mut keep: Vec<u32> = old_blocks.iter().map(|x| x.1 .0).collect();
-                crate::sort::sort(&mut keep);
-                for (_, a) in new_blocks {
-                    if keep.binary_search(&a.0).is_err() {
-                        self.claim_replayed_data(a);
-                    }
+                let (new_blocks, new_nodes) = self.mapped_beyond(ino, &new, &old_blocks)?;
+                for a in new_blocks {
+                    self.claim_replayed_data(a);
                 }
                 for a in new_nodes {
                     self.claim_replayed(a, p.align(p.index_node));
@@ -492,6 +488,23 @@ impl<F: Flash> Fs<F> {
             c.dirty = true;
         }
         Ok(())
+    }
+
+    /// The block pointers content `c` maps that `old` (another content's [`Fs::mapped`]
+    /// blocks) does not, and every index node of `c`'s tree: what a new block map owns beyond
+    /// the one it replaces (a spilled update's own tree shares no node). Reads only.
+    pub(crate) fn mapped_beyond(
+        &mut self,
+        ino: Ino,
+        c: &Content,
+        old: &[(u32, Addr)],
+    ) -> Result<(Vec<Addr>, Vec<Addr>)> {
+        let (blocks, nodes) = self.mapped(ino, c)?;
+        let mut keep: Vec<u32> = old.iter().map(|x| x.1 .0).collect();
+        crate::sort::sort(&mut keep);
+        let own = blocks.into_iter().map(|x| x.1);
+        let own = own.filter(|a| keep.binary_search(&a.0).is_err()).collect();
+        Ok((own, nodes))
     }
 
     /// Every (block, address) a content maps (pending changes and truncation applied) and

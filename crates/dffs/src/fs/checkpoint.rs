@@ -353,6 +353,7 @@ impl<F: Flash> Fs<F> {
     /// their files' committed content (`Fs::overlay_owned`: the blocks they wrote, and a
     /// spilled update's own index nodes). After a power cut it is garbage; a commit replayed
     /// counts it again.
+    #[inline(never)]
     fn provisional_bytes(&mut self) -> Result<Vec<(u32, u32)>> {
         let p = self.store.p();
         let node_len = p.align(p.index_node);

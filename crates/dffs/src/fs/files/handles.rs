@@ -219,17 +219,8 @@ impl<F: Flash> Fs<F> {
             let blocks = ov.extents.iter_blocks(stride).map(|x| x.1);
             return Ok((blocks.filter(|a| !a.is_none()).collect(), Vec::new()));
         };
-        let (blocks, nodes) = self.mapped(ino, sp)?;
-        let mut kept: Vec<u32> = self
-            .mapped(ino, &committed.content)?
-            .0
-            .iter()
-            .map(|x| x.1 .0)
-            .collect();
-        crate::sort::sort(&mut kept);
-        let own = blocks.into_iter().map(|x| x.1);
-        let own = own.filter(|a| kept.binary_search(&a.0).is_err()).collect();
-        Ok((own, nodes))
+        let old = self.mapped(ino, &committed.content)?.0;
+        self.mapped_beyond(ino, sp, &old)
     }
 
     /// Open handles (for front ends).
