@@ -381,8 +381,8 @@ impl<F: Flash> Fs<F> {
                 self.store.kill(a, p.align(p.index_node));
             }
             if self.mount.replaying {
-                // Written before the crash, perhaps after the checkpoint: count it (counting
-                // twice what the checkpoint already counted is harmless, GC recounts).
+                // Written before the crash, perhaps before the checkpoint, which did not count
+                // it (provisional then: `Fs::provisional_bytes`): count it, once.
                 let (new_blocks, new_nodes) = self.mapped_beyond(ino, &new, &old_blocks)?;
                 for a in new_blocks {
                     self.claim_replayed_data(a);
