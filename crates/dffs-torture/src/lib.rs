@@ -1186,6 +1186,19 @@ struct Verified {
     fill_min: Option<f64>,
 }
 
+/// A copy of `fs`'s device as a power cut now would leave it, powered up again with no cut
+/// armed and no faults (the real device's fault stream is not disturbed).
+fn copy_cut_now(fs: &Fs<SimFlash>) -> SimFlash {
+    let mut dev = fs.flash().clone();
+    dev.power_off();
+    dev.power_up();
+    dev.cancel_power_cut();
+    let _ = dev.set_bitflip_rate(0.0);
+    let _ = dev.set_program_fail_rate(0.0);
+    let _ = dev.set_erase_fail_rate(0.0);
+    dev
+}
+
 /// Debugging aid (`DFFS_SHADOW_CHECK=1`): what a power cut now would leave, found on a clone of
 /// the device (mount + fsck) so the real device's fault stream is not disturbed.
 fn shadow_check(fs: &Fs<SimFlash>, config: Config, at: &str) {
@@ -1198,13 +1211,7 @@ fn shadow_check(fs: &Fs<SimFlash>, config: Config, at: &str) {
             fs.debug_block(b.parse().unwrap_or(0))
         );
     }
-    let mut dev = fs.flash().clone();
-    dev.power_off();
-    dev.power_up();
-    dev.cancel_power_cut();
-    let _ = dev.set_bitflip_rate(0.0);
-    let _ = dev.set_program_fail_rate(0.0);
-    let _ = dev.set_erase_fail_rate(0.0);
+    let dev = copy_cut_now(fs);
     match Fs::mount(dev, config) {
         Ok(mut f) => match f.fsck() {
             Ok(rep) if rep.is_clean() => eprintln!("shadow {at}: clean"),
@@ -1220,13 +1227,7 @@ fn shadow_check(fs: &Fs<SimFlash>, config: Config, at: &str) {
 /// with more than it holds. Right after a recovery fsck may find some, the metadata the next
 /// checkpoint rewrites; a block still over-credited after it is space GC never reclaims.
 fn check_space_after_checkpoint(fs: &Fs<SimFlash>, config: Config) -> Result<(), String> {
-    let mut dev = fs.flash().clone();
-    dev.power_off();
-    dev.power_up();
-    dev.cancel_power_cut();
-    let _ = dev.set_bitflip_rate(0.0);
-    let _ = dev.set_program_fail_rate(0.0);
-    let _ = dev.set_erase_fail_rate(0.0);
+    let dev = copy_cut_now(fs);
     let mut f = Fs::mount(dev, config).map_err(|e| format!("space check: mount: {e:?}"))?;
     match f.checkpoint() {
         Ok(()) => {}

@@ -339,6 +339,18 @@ mod tests {
     use crate::journal::{JournalScan, ScanStart};
     use dffs_testkit::ram_flash::{nor_geometry, RamFlash};
 
+    /// A store on a fresh RAM device of geometry `g` and a journal started on it (its next
+    /// block set aside), with the journal's first block and the one set aside.
+    fn started(g: dffs_flash::Geometry) -> (Store<RamFlash>, JournalWriter, u32, u32) {
+        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        let mut st = Store::new(RamFlash::new(g), p);
+        let mut jw = JournalWriter::default();
+        jw.reserve_next(&mut st, Priority::Reserve).unwrap();
+        jw.restart(&mut st).unwrap();
+        let (first, next) = (st.head(LogKind::Journal).block(), jw.next());
+        (st, jw, first, next)
+    }
+
     /// The `JTxCommit` ids replay finds in a journal that starts at `first` with `next` set
     /// aside.
     fn replayed_commits(st: &mut Store<RamFlash>, first: u32, next: u32) -> Vec<u64> {
@@ -378,13 +390,7 @@ mod tests {
     #[test]
     fn two_swaps_of_one_block_replay_to_the_newest() {
         use crate::store::Remap;
-        let g = nor_geometry(32);
-        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
-        let mut st = Store::new(RamFlash::new(g), p);
-        let mut jw = JournalWriter::default();
-        jw.reserve_next(&mut st, Priority::Reserve).unwrap();
-        jw.restart(&mut st).unwrap();
-        let (first, next) = (st.head(LogKind::Journal).block(), jw.next());
+        let (mut st, mut jw, first, next) = started(nor_geometry(32));
         let (l, s1, s2) = (20, 25, 27);
         for physical in [s1, s2] {
             st.queue_new_remap(Remap {
@@ -393,7 +399,7 @@ mod tests {
             });
         }
         jw.record_remaps(&mut st, Priority::Log).unwrap();
-        let mut replay = Store::new(RamFlash::new(g), p);
+        let (mut replay, _, _, _) = started(nor_geometry(32));
         for rec in replayed(&mut st, first, next) {
             if let Record::Remap { logical, physical } = rec {
                 replay.apply_remap(logical, physical);
@@ -430,13 +436,7 @@ mod tests {
     fn setattrs_fold_only_into_the_last_record_still_in_ram() {
         use crate::journal::mask;
         use dffs_testkit::ram_flash::nand_geometry;
-        let g = nand_geometry(32);
-        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
-        let mut st = Store::new(RamFlash::new(g), p);
-        let mut jw = JournalWriter::default();
-        jw.reserve_next(&mut st, Priority::Reserve).unwrap();
-        jw.restart(&mut st).unwrap();
-        let (first, next) = (st.head(LogKind::Journal).block(), jw.next());
+        let (mut st, mut jw, first, next) = started(nand_geometry(32));
         jw.append_record(&mut st, &setattr(5, mask::UID, 7), Priority::Log)
             .unwrap();
         let bytes = jw.bytes();
@@ -461,12 +461,7 @@ mod tests {
         ];
         assert_eq!(got, want);
 
-        let g = nor_geometry(48);
-        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
-        let mut st = Store::new(RamFlash::new(g), p);
-        let mut jw = JournalWriter::default();
-        jw.reserve_next(&mut st, Priority::Reserve).unwrap();
-        jw.restart(&mut st).unwrap();
+        let (mut st, mut jw, _, _) = started(nor_geometry(48));
         jw.append_record(&mut st, &setattr(5, mask::UID, 7), Priority::Log)
             .unwrap();
         assert!(!jw.fold_into_last(&mut st, &setattr(5, mask::MODE, 0)));
@@ -478,14 +473,7 @@ mod tests {
     /// next was invisible to replay: a committed transaction lost at the next mount).
     #[test]
     fn records_accepted_after_a_move_without_a_next_block_are_replayed() {
-        let g = nor_geometry(48);
-        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
-        let mut st = Store::new(RamFlash::new(g), p);
-        let mut jw = JournalWriter::default();
-        jw.reserve_next(&mut st, Priority::Reserve).unwrap();
-        jw.restart(&mut st).unwrap();
-        let first = st.head(LogKind::Journal).block();
-        let next = jw.next();
+        let (mut st, mut jw, first, next) = started(nor_geometry(48));
         // From now on no block may be allocated for the journal.
         let free = st.free_blocks();
         st.set_floors(free, free, free);
@@ -522,14 +510,7 @@ mod tests {
     /// the commit found the journal full with no block to move to.
     #[test]
     fn a_transaction_leaves_its_commit_the_reserved_block() {
-        let g = nor_geometry(48);
-        let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
-        let mut st = Store::new(RamFlash::new(g), p);
-        let mut jw = JournalWriter::default();
-        jw.reserve_next(&mut st, Priority::Reserve).unwrap();
-        jw.restart(&mut st).unwrap();
-        let first = st.head(LogKind::Journal).block();
-        let next = jw.next();
+        let (mut st, mut jw, first, next) = started(nor_geometry(48));
         let free = st.free_blocks();
         st.set_floors(free, free, free);
         jw.set_keep_next(true);
