@@ -363,25 +363,34 @@ impl<F: Flash> Fs<F> {
     /// admitted asks at [`Priority::Log`] (its room was counted when it was admitted).
     pub(crate) fn ensure_blocks(&mut self, n: u32, prio: Priority) -> Result<()> {
         if prio == Priority::Log {
-            // Write-back first tries to stay above the user floor, which leaves collection
-            // its room to copy (see `gc_headroom`): write-back that took that room (admitted
-            // writes that needed more than estimated) left a small-block device where
-            // collection could copy nothing and every checkpoint cost what it released (a
-            // 64 KiB write on 4 KiB NOR sectors failed with 40% of the device dead). When a
-            // few rounds cannot make the room, the admitted data may take it.
-            let soft = self.make_room_rounds(
-                |fs| {
-                    let floor = fs.store.reserve_blocks();
-                    (fs.store.free_blocks() >= floor + n.max(1), false)
-                },
-                8,
-                None,
-            );
-            match soft {
-                Ok(()) | Err(Error::NoSpace) => {}
-                Err(e) => return Err(e),
-            }
+            self.keep_copy_room(n)?;
         }
+        self.ensure_blocks_now(n, prio)
+    }
+
+    /// Write-back first tries to keep `n` blocks free above the user floor, which leaves
+    /// collection its room to copy (see `gc_headroom`): write-back that took that room
+    /// (admitted writes that needed more than estimated) left a small-block device where
+    /// collection could copy nothing and every checkpoint cost what it released (a 64 KiB
+    /// write on 4 KiB NOR sectors failed with 40% of the device dead). When a few rounds
+    /// cannot make the room, the admitted data may take it: only other errors are returned.
+    pub(crate) fn keep_copy_room(&mut self, n: u32) -> Result<()> {
+        let soft = self.make_room_rounds(
+            |fs| {
+                let floor = fs.store.reserve_blocks();
+                (fs.store.free_blocks() >= floor + n.max(1), false)
+            },
+            8,
+            None,
+        );
+        match soft {
+            Ok(()) | Err(Error::NoSpace) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Fs::ensure_blocks`] without the write-back's first try ([`Fs::keep_copy_room`]).
+    pub(crate) fn ensure_blocks_now(&mut self, n: u32, prio: Priority) -> Result<()> {
         let check = |fs: &Self| {
             let floor = match prio {
                 Priority::User => fs.store.reserve_blocks(),
