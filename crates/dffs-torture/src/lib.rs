@@ -504,6 +504,15 @@ impl Exec {
             let _ = after.write(path, off + pos as u64, &data[pos..end]);
             match self.fs().write(fh, off + pos as u64, &data[pos..end]) {
                 Ok(n) if n == end - pos => {}
+                // A short write: after failures the device refused the cache's blocks part-way
+                // (ENOSPC like any other, checked against the bound); the bytes it took are
+                // the file's, the rest of the write is not done.
+                Ok(n) if n > 0 && n < end - pos && !osync => {
+                    let _ = staged.write(path, off + pos as u64, &data[pos..pos + n]);
+                    self.on_nospace(Some(&staged))?;
+                    failed = true;
+                    break;
+                }
                 Ok(n) => return Err(Stop::Fatal(format!("write {path}: short write {n}"))),
                 Err(Error::PowerLoss) => return Err(Stop::PowerLoss(Some(after))),
                 Err(Error::NoSpace) => {

@@ -647,3 +647,55 @@ fn an_unreadable_block_table_page_costs_erase_counts_not_writes() {
     let r = fs.fsck().unwrap();
     assert!(r.is_clean(), "{:?}", r.errors);
 }
+
+/// A write-back that the device refuses (the data head's block fails, and so does every spare
+/// the swap tries) leaves the blocks it was writing dirty in the cache: a later `fsync` of the
+/// file writes them or fails, and never reports success with them lost.
+#[test]
+fn a_refused_write_back_keeps_its_blocks_for_the_next_fsync() {
+    let mut fs = Fs::mount(device(64, SimOptions::default()), Config::default()).unwrap();
+    let old = content(1, 8192);
+    let ino = write_file(&mut fs, "f", &old);
+    let fh = fs.open(ino, OpenFlags::RW).unwrap();
+    let new = content(2, 8192);
+    assert_eq!(fs.write(fh, 0, &new), Ok(new.len()));
+    // Every block but the journal's head fails from now on.
+    let journal = (0..64)
+        .find(|&b| fs.debug_block(b).contains("Head/Journal"))
+        .expect("the journal has a head block");
+    for b in (0..64).filter(|&b| b != journal) {
+        fs.flash_mut().fail_block(b).unwrap();
+    }
+    assert!(fs.fsync(fh).is_err());
+    // The blocks are still there to write: the second try fails the same way.
+    let second = fs.fsync(fh);
+    assert!(second.is_err(), "fsync said the data was safe: {second:?}");
+    // Until the device takes them, the file reads what was written.
+    assert!(read_range(&mut fs, ino, 0, 8192).unwrap() == new);
+}
+
+/// A write whose write-back the device refuses part-way is a short write: the bytes it put in
+/// the cache are the file's (its size says so), and the next write, which finds the cache
+/// still over its budget and the device still refusing, fails whole.
+#[test]
+fn a_write_refused_part_way_is_a_short_write() {
+    let mut fs = Fs::mount(device(64, SimOptions::default()), Config::default()).unwrap();
+    let old = content(1, 8192);
+    let ino = write_file(&mut fs, "f", &old);
+    let fh = fs.open(ino, OpenFlags::RW).unwrap();
+    let journal = (0..64)
+        .find(|&b| fs.debug_block(b).contains("Head/Journal"))
+        .expect("the journal has a head block");
+    for b in (0..64).filter(|&b| b != journal) {
+        fs.flash_mut().fail_block(b).unwrap();
+    }
+    let data = content(3, 65536);
+    let n = fs.write(fh, 8192, &data).unwrap();
+    assert!(n > 0 && n < data.len(), "wrote {n} of {}", data.len());
+    assert_eq!(fs.stat(ino).unwrap().size, 8192 + n as u64);
+    assert!(read_range(&mut fs, ino, 8192, n).unwrap() == data[..n]);
+    assert!(read_range(&mut fs, ino, 0, 8192).unwrap() == old);
+    let rest = fs.write(fh, 8192 + n as u64, &data[n..]);
+    assert!(matches!(rest, Err(Error::NoSpace | Error::Io)), "{rest:?}");
+    assert_eq!(fs.stat(ino).unwrap().size, 8192 + n as u64);
+}

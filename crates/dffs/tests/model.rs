@@ -350,6 +350,18 @@ fn run_on(
                 let r = fs.write(fh, off, &d);
                 let fsync = rng.below_mod(3) == 0;
                 match r {
+                    // A short write: after failures the device refused the cache's blocks
+                    // part-way; the bytes it took are the file's, unless the commit at close
+                    // finds no room either (then the file keeps its committed content).
+                    Ok(n) if n > 0 && n < d.len() && !flags.sync => {
+                        nospace += 1;
+                        match fs.close(fh) {
+                            Ok(()) => m.write(&path, off, &d[..n]).unwrap(),
+                            Err(Error::NoSpace) => {}
+                            Err(e) => panic!("{ctx}: close after a short write: {e:?}"),
+                        }
+                        check_all(&mut fs, &m, &format!("{ctx} after a short write"));
+                    }
                     Ok(n) => {
                         assert_eq!(n, d.len());
                         m.write(&path, off, &d).unwrap();

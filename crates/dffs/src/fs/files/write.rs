@@ -21,7 +21,9 @@ use alloc::vec::Vec;
 use dffs_flash::{Flash, FlashKind};
 
 impl<F: Flash> Fs<F> {
-    /// Writes `data` at `off` (at the end for append handles); returns the bytes written.
+    /// Writes `data` at `off` (at the end for append handles); returns the bytes written:
+    /// fewer than `data.len()` only when the device refused (`ENOSPC`, `EIO`) to take the
+    /// cache's blocks after some of `data` was already in it (those bytes are the file's).
     pub fn write(&mut self, fh: Fh, off: u64, data: &[u8]) -> Result<usize> {
         self.guard(|fs| {
             let h = fs.handle(fh)?;
@@ -116,25 +118,44 @@ impl<F: Flash> Fs<F> {
                 self.data_cache.put(ino, b as u32, blk, true);
             }
         }
+        // A cache left over its budget by a short write (below) is written back first: a
+        // device that still refuses refuses this write whole, and the cache never grows by
+        // more than a block.
+        self.writeback_if_full()?;
         let mut pos = off;
         let mut i = 0usize;
         while i < data.len() {
             let b = (pos / bs) as u32;
             let in_b = (pos % bs) as usize;
             let take = (bs as usize - in_b).min(data.len() - i);
-            let mut blk = if take == bs as usize {
-                vec![0u8; bs as usize]
+            let blk = if take == bs as usize {
+                Ok(vec![0u8; bs as usize])
             } else {
                 // The committed inode as it is now: writing back earlier blocks of this write
                 // may have run garbage collection, which moves the file's blocks and index.
-                let node = self.committed(ino)?;
-                self.get_block(ino, &node, b)?
+                self.committed(ino)
+                    .and_then(|node| self.get_block(ino, &node, b))
             };
-            blk[in_b..in_b + take].copy_from_slice(&data[i..i + take]);
-            self.data_cache.put(ino, b, blk, true);
-            i += take;
-            pos += take as u64;
-            self.writeback_if_full()?;
+            let r = blk.and_then(|mut blk| {
+                blk[in_b..in_b + take].copy_from_slice(&data[i..i + take]);
+                self.data_cache.put(ino, b, blk, true);
+                i += take;
+                pos += take as u64;
+                self.writeback_if_full()
+            });
+            match r {
+                Ok(()) => {}
+                // What is in the cache stays there (a refused write-back keeps its blocks
+                // dirty) and a later commit writes it: the write says how much that is, as a
+                // short write. (Only a device that refuses what admission made room for, after
+                // failures, gets here.)
+                Err(Error::NoSpace | Error::Io) if i > 0 => {
+                    let ov = self.overlay(ino)?;
+                    ov.size = ov.size.max(pos);
+                    return Ok(i);
+                }
+                Err(e) => return Err(e),
+            }
         }
         let ov = self.overlay(ino)?;
         ov.size = ov.size.max(end);
@@ -188,6 +209,70 @@ impl<F: Flash> Fs<F> {
         }
         let p = self.store.p();
         let stride = p.stride();
+        let mut written: Vec<(u32, u32, Addr)> = Vec::new();
+        let by_tags = match self.write_back_blocks(ino, &dirty, run, &mut written) {
+            Ok(t) => t,
+            Err(e) => {
+                // Nothing of it counts: what it wrote is dead, and its blocks stay dirty for
+                // the next write-back to try (dropped, a later fsync of the file committed
+                // without them and said the data was safe).
+                for &(_, count, a) in &written {
+                    for k in 0..count {
+                        self.kill_data(Addr(a.0 + k * stride));
+                    }
+                }
+                for (b, d) in dirty {
+                    self.data_cache.put(ino, b, d, true);
+                }
+                return Err(e);
+            }
+        };
+        crate::sort::sort_by_key(&mut written, |w| w.0);
+        let spilled = self.overlay(ino)?.spilled.is_some();
+        if spilled {
+            return self.record_spilled_writes(ino, &written).map(|_| false);
+        }
+        let ov = self.overlay(ino)?;
+        let mut dead = Vec::new();
+        for &(first, count, a) in &written {
+            for k in 0..count {
+                if let Some(old) = ov.extents.get(first + k, stride) {
+                    if !old.is_none() {
+                        dead.push(old);
+                    }
+                }
+            }
+            ov.extents.insert(first, count, a, stride);
+        }
+        for a in dead {
+            self.kill_data(a);
+        }
+        // Too many separate extents to keep in RAM: switch the update to a block map of its own.
+        let n = self
+            .open
+            .files
+            .get(&ino)
+            .and_then(|o| o.overlay.as_ref())
+            .map(|o| o.extents.len())
+            .unwrap_or(0);
+        if n > self.cfg.overlay_extents {
+            self.spill(ino)?;
+            return Ok(false);
+        }
+        Ok(by_tags)
+    }
+
+    /// Writes `dirty` (blocks of `ino`, ascending) to flash for [`Fs::flush_blocks_as`],
+    /// listing in `written` each data node as it is written (first block, blocks, address);
+    /// returns whether a commit run's tag committed the update.
+    fn write_back_blocks(
+        &mut self,
+        ino: Ino,
+        dirty: &[(u32, Vec<u8>)],
+        run: Option<(u32, DataEnd)>,
+        written: &mut Vec<(u32, u32, Addr)>,
+    ) -> Result<bool> {
+        let p = self.store.p();
         let bs = p.data_block as usize;
         let bytes = dirty.len() as u64 * (p.data_slot() as u64 + p.data_header() as u64);
         let bsz = p.geometry.block_size() as u64;
@@ -205,21 +290,15 @@ impl<F: Flash> Fs<F> {
                 n => self.ensure_blocks_now(n, Priority::Log),
             };
         }
-        if let Err(e) = room {
-            // Put the blocks back as dirty: nothing was written.
-            for (b, d) in dirty {
-                self.data_cache.put(ino, b, d, true);
-            }
-            return Err(e);
-        }
+        room?;
         // A compressed file's dirty blocks go in groups of consecutive blocks (at most
         // `group_blocks`, never across a multiple of it); a group that shrinks by at least an
         // eighth becomes one compressed data node, the rest (and every block of other files)
         // are written raw.
         let algo = self.committed(ino)?.compression;
         let mut packed: Vec<(u32, u32, Vec<u8>)> = Vec::new();
-        let dirty = if algo == compress::NONE {
-            dirty
+        let dirty: Vec<&(u32, Vec<u8>)> = if algo == compress::NONE {
+            dirty.iter().collect()
         } else {
             let group = compress::group_blocks(&p, self.cfg.compress_group);
             let mut raw = Vec::with_capacity(dirty.len());
@@ -238,13 +317,12 @@ impl<F: Flash> Fs<F> {
                 let max = (n * bs - n * bs / 8).saturating_sub(DATAZ_HEADER as usize);
                 match compress::compress(algo, &input, max) {
                     Some(z) => packed.push((dirty[i].0, n as u32, z)),
-                    None => raw.extend(dirty[i..j].iter().cloned()),
+                    None => raw.extend(dirty[i..j].iter()),
                 }
                 i = j;
             }
             raw
         };
-        let mut written: Vec<(u32, u32, Addr)> = Vec::new();
         let mut by_tags = false;
         match p.geometry.kind {
             FlashKind::Nand => {
@@ -325,38 +403,6 @@ impl<F: Flash> Fs<F> {
             for k in 0..*n {
                 written.push((b + k, 1, Addr::packed(a)));
             }
-        }
-        crate::sort::sort_by_key(&mut written, |w| w.0);
-        let spilled = self.overlay(ino)?.spilled.is_some();
-        if spilled {
-            return self.record_spilled_writes(ino, &written).map(|_| false);
-        }
-        let ov = self.overlay(ino)?;
-        let mut dead = Vec::new();
-        for &(first, count, a) in &written {
-            for k in 0..count {
-                if let Some(old) = ov.extents.get(first + k, stride) {
-                    if !old.is_none() {
-                        dead.push(old);
-                    }
-                }
-            }
-            ov.extents.insert(first, count, a, stride);
-        }
-        for a in dead {
-            self.kill_data(a);
-        }
-        // Too many separate extents to keep in RAM: switch the update to a block map of its own.
-        let n = self
-            .open
-            .files
-            .get(&ino)
-            .and_then(|o| o.overlay.as_ref())
-            .map(|o| o.extents.len())
-            .unwrap_or(0);
-        if n > self.cfg.overlay_extents {
-            self.spill(ino)?;
-            return Ok(false);
         }
         Ok(by_tags)
     }
