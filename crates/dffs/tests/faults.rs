@@ -648,6 +648,18 @@ fn an_unreadable_block_table_page_costs_erase_counts_not_writes() {
     assert!(r.is_clean(), "{:?}", r.errors);
 }
 
+/// Makes every block of the 64-block device but the journal's head fail from now on: a
+/// write-back finds no block to program, and no spare for the swap, while commit records
+/// still reach the journal.
+fn fail_all_but_the_journal(fs: &mut Fs<SimFlash>) {
+    let journal = (0..64)
+        .find(|&b| fs.debug_block(b).contains("Head/Journal"))
+        .expect("the journal has a head block");
+    for b in (0..64).filter(|&b| b != journal) {
+        fs.flash_mut().fail_block(b).unwrap();
+    }
+}
+
 /// A write-back that the device refuses (the data head's block fails, and so does every spare
 /// the swap tries) leaves the blocks it was writing dirty in the cache: a later `fsync` of the
 /// file writes them or fails, and never reports success with them lost.
@@ -659,13 +671,7 @@ fn a_refused_write_back_keeps_its_blocks_for_the_next_fsync() {
     let fh = fs.open(ino, OpenFlags::RW).unwrap();
     let new = content(2, 8192);
     assert_eq!(fs.write(fh, 0, &new), Ok(new.len()));
-    // Every block but the journal's head fails from now on.
-    let journal = (0..64)
-        .find(|&b| fs.debug_block(b).contains("Head/Journal"))
-        .expect("the journal has a head block");
-    for b in (0..64).filter(|&b| b != journal) {
-        fs.flash_mut().fail_block(b).unwrap();
-    }
+    fail_all_but_the_journal(&mut fs);
     assert!(fs.fsync(fh).is_err());
     // The blocks are still there to write: the second try fails the same way.
     let second = fs.fsync(fh);
@@ -683,12 +689,7 @@ fn a_write_refused_part_way_is_a_short_write() {
     let old = content(1, 8192);
     let ino = write_file(&mut fs, "f", &old);
     let fh = fs.open(ino, OpenFlags::RW).unwrap();
-    let journal = (0..64)
-        .find(|&b| fs.debug_block(b).contains("Head/Journal"))
-        .expect("the journal has a head block");
-    for b in (0..64).filter(|&b| b != journal) {
-        fs.flash_mut().fail_block(b).unwrap();
-    }
+    fail_all_but_the_journal(&mut fs);
     let data = content(3, 65536);
     let n = fs.write(fh, 8192, &data).unwrap();
     assert!(n > 0 && n < data.len(), "wrote {n} of {}", data.len());
