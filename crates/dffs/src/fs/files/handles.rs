@@ -101,8 +101,14 @@ impl<F: Flash> Fs<F> {
                 }
                 MapEntry::Orphan | MapEntry::Free => return Err(Error::NotFound),
             }
-            if flags.write || flags.truncate {
+            // A truncating open writes, so it takes the recovery checkpoint a mount after a
+            // power cut owes; a plain open for write writes nothing and only checks that the
+            // file system may be changed (`EROFS`): the checkpoint, which may find no room
+            // (`ENOSPC`, not an error `open` gives), waits for the first write.
+            if flags.truncate {
                 fs.ensure_writable()?;
+            } else if flags.write {
+                fs.writable_now()?;
             }
             let slot = fs
                 .open
