@@ -629,10 +629,12 @@ impl<F: Flash> Fs<F> {
         // A journal block swapped out by this operation: nothing it wrote is durable before a
         // checkpoint records the swap.
         self.checkpoint_for(super::checkpoint::CheckpointNeed::JournalSwapped)?;
-        // The operation itself is done: collection and checkpoints that find no room now are
-        // tried again by the next operation (which refuses itself if it needs the room).
+        // The operation itself is done: collection and checkpoints that find no room now, or
+        // a device that fails them (`EIO`: no good block left for an anchor), are tried again
+        // by the next operation, which fails itself if it needs them. Reported here, the
+        // error said that an operation had failed which had taken effect, or that a read had.
         match self.gc_background() {
-            Ok(()) | Err(Error::NoSpace) => {}
+            Ok(()) | Err(Error::NoSpace | Error::Io) => {}
             Err(e) => return Err(e),
         }
         #[cfg(debug_assertions)]
@@ -640,7 +642,7 @@ impl<F: Flash> Fs<F> {
             panic!("after gc_background: {e}");
         }
         match self.maybe_checkpoint() {
-            Ok(()) | Err(Error::NoSpace) => {}
+            Ok(()) | Err(Error::NoSpace | Error::Io) => {}
             Err(e) => return Err(e),
         }
         if self.cfg.sync && self.txn.open.is_none() {
