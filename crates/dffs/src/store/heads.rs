@@ -129,6 +129,12 @@ impl Head {
     pub fn off(&self) -> u32 {
         self.off
     }
+
+    /// Whether a program in its block failed and the block is not swapped out yet: nothing
+    /// may be programmed there again, in this session or after a mount.
+    pub fn failed(&self) -> bool {
+        self.failed_at().is_some()
+    }
 }
 
 /// Every log's head, by head number, and the blocks allocated ahead for each.
