@@ -427,10 +427,14 @@ fn run_on(
                 let r = fs.unlink(pino, n.as_bytes());
                 match &m.nodes[&path] {
                     Node::Dir => assert_eq!(r, Err(Error::IsDir), "{ctx}: unlink dir {path}"),
-                    _ => {
-                        r.unwrap_or_else(|e| panic!("{ctx}: unlink {path}: {e:?}"));
-                        m.unlink(&path).unwrap();
-                    }
+                    // Refused (ENOSPC) only when the recovery checkpoint a cut left owed finds
+                    // no room (a device that lost most of its blocks to failures): held to
+                    // the same floor as any other ENOSPC.
+                    _ => match r {
+                        Ok(()) => m.unlink(&path).unwrap(),
+                        Err(Error::NoSpace) => nospace += 1,
+                        Err(e) => panic!("{ctx}: unlink {path}: {e:?}"),
+                    },
                 }
             }
             // rmdir
@@ -447,8 +451,12 @@ fn run_on(
                 }
                 let r = fs.rmdir(pino, n.as_bytes());
                 if m.children(&path).is_empty() {
-                    r.unwrap_or_else(|e| panic!("{ctx}: rmdir {path}: {e:?}"));
-                    m.rmdir(&path).unwrap();
+                    // Refused as unlink is (above).
+                    match r {
+                        Ok(()) => m.rmdir(&path).unwrap(),
+                        Err(Error::NoSpace) => nospace += 1,
+                        Err(e) => panic!("{ctx}: rmdir {path}: {e:?}"),
+                    }
                 } else {
                     assert_eq!(r, Err(Error::NotEmpty), "{ctx}: rmdir non-empty {path}");
                 }
@@ -573,10 +581,13 @@ fn run_on(
                     Err(Error::NoSpace) => nospace += 1,
                     Err(e) => panic!("{ctx}: checkpoint: {e:?}"),
                 },
-                _ => {
-                    fs.gc_step(64)
-                        .unwrap_or_else(|e| panic!("{ctx}: gc_step: {e:?}"));
-                }
+                // Refused as the checkpoint is, when the recovery checkpoint a cut left owed
+                // finds no room.
+                _ => match fs.gc_step(64) {
+                    Ok(_) => {}
+                    Err(Error::NoSpace) => nospace += 1,
+                    Err(e) => panic!("{ctx}: gc_step: {e:?}"),
+                },
             },
             // clean remount
             88..=92 => {
@@ -725,6 +736,19 @@ fn run_faults_seed(kind: &str, blocks: u32, seed: u64, ops: u64) -> Stats {
 fn model_nand_slc_faults_regression_write_back_room() {
     let st = run_faults_seed("nand-slc-128m", 40, 4008, 600);
     assert!(st.program_failures > 0, "{st:?}");
+}
+
+/// Sequences that once failed at 1,000 operations, on a device that lost more than half of
+/// its 40 blocks to failures: SLC seed 4002, where `open` for writing ran the recovery
+/// checkpoint a cut had left owed and said `ENOSPC`, and seed 4012, where a head whose block
+/// had failed a program, with no spare to swap it out, was resumed after a clean remount at
+/// the failed page and programmed over it (`EIO`). (DESIGN.md §8, §11.)
+#[test]
+fn model_nand_slc_faults_regression_long() {
+    for seed in [4002, 4012] {
+        let st = run_faults_seed("nand-slc-128m", 40, seed, 1000);
+        assert!(st.program_failures > 0, "{st:?}");
+    }
 }
 
 #[test]
