@@ -397,7 +397,13 @@ impl Exec {
             (g.blocks as usize).saturating_sub(bad) as u64,
             g.block_size() as u64,
         );
-        let fill = held as f64 / room.max(1) as f64;
+        // A device whose bad blocks left no room for files at all (16 MLC blocks with faults,
+        // campaign seeds 9600-9604) may refuse anything: it is full however little it holds.
+        let fill = if room == 0 {
+            1.0
+        } else {
+            held as f64 / room as f64
+        };
         self.fill_min = Some(self.fill_min.map_or(fill, |m: f64| m.min(fill)));
         if std::env::var_os("DFFS_NOSPACE_DEBUG").is_some() {
             let fs = self.fs();
