@@ -741,7 +741,7 @@ fn an_open_for_write_after_a_cut_writes_nothing() {
 #[test]
 fn a_failed_checkpoint_after_an_operation_is_not_its_error() {
     let mut fs = Fs::mount(device(64, SimOptions::default()), Config::default()).unwrap();
-    for b in 0..8 {
+    for b in 0..dffs::format::params::ANCHOR_AREA {
         fs.flash_mut().fail_block(b).unwrap();
     }
     let mut failed = None;

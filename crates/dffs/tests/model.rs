@@ -247,10 +247,8 @@ fn run_on(
                         "{ctx}: create existing {path}"
                     );
                 } else {
-                    match r {
-                        Ok(_) => m.create(&path, Node::File(Vec::new())).unwrap(),
-                        Err(Error::NoSpace) => nospace += 1,
-                        Err(e) => panic!("{ctx}: create {path}: {e:?}"),
+                    if or_nospace(r, &mut nospace, || format!("{ctx}: create {path}")).is_some() {
+                        m.create(&path, Node::File(Vec::new())).unwrap();
                     }
                 }
             }
@@ -303,10 +301,8 @@ fn run_on(
                 if m.nodes.contains_key(&path) {
                     assert_eq!(r.err(), Some(Error::Exists), "{ctx}: mkdir existing {path}");
                 } else {
-                    match r {
-                        Ok(_) => m.create(&path, Node::Dir).unwrap(),
-                        Err(Error::NoSpace) => nospace += 1,
-                        Err(e) => panic!("{ctx}: mkdir {path}: {e:?}"),
+                    if or_nospace(r, &mut nospace, || format!("{ctx}: mkdir {path}")).is_some() {
+                        m.create(&path, Node::Dir).unwrap();
                     }
                 }
             }
@@ -395,19 +391,17 @@ fn run_on(
                 if trace() {
                     eprintln!("  truncate {path} {size}");
                 }
-                match fs.setattr(
+                let r = fs.setattr(
                     ino,
                     SetAttr {
                         size: Some(size),
                         ..Default::default()
                     },
-                ) {
-                    Ok(st) => {
-                        assert_eq!(st.size, size, "{ctx}");
-                        m.truncate(&path, size).unwrap();
-                    }
-                    Err(Error::NoSpace) => nospace += 1,
-                    Err(e) => panic!("{ctx}: truncate {path}: {e:?}"),
+                );
+                if let Some(st) = or_nospace(r, &mut nospace, || format!("{ctx}: truncate {path}"))
+                {
+                    assert_eq!(st.size, size, "{ctx}");
+                    m.truncate(&path, size).unwrap();
                 }
             }
             // unlink
@@ -430,11 +424,12 @@ fn run_on(
                     // Refused (ENOSPC) only when the recovery checkpoint a cut left owed finds
                     // no room (a device that lost most of its blocks to failures): held to
                     // the same floor as any other ENOSPC.
-                    _ => match r {
-                        Ok(()) => m.unlink(&path).unwrap(),
-                        Err(Error::NoSpace) => nospace += 1,
-                        Err(e) => panic!("{ctx}: unlink {path}: {e:?}"),
-                    },
+                    _ => {
+                        if or_nospace(r, &mut nospace, || format!("{ctx}: unlink {path}")).is_some()
+                        {
+                            m.unlink(&path).unwrap();
+                        }
+                    }
                 }
             }
             // rmdir
@@ -452,10 +447,8 @@ fn run_on(
                 let r = fs.rmdir(pino, n.as_bytes());
                 if m.children(&path).is_empty() {
                     // Refused as unlink is (above).
-                    match r {
-                        Ok(()) => m.rmdir(&path).unwrap(),
-                        Err(Error::NoSpace) => nospace += 1,
-                        Err(e) => panic!("{ctx}: rmdir {path}: {e:?}"),
+                    if or_nospace(r, &mut nospace, || format!("{ctx}: rmdir {path}")).is_some() {
+                        m.rmdir(&path).unwrap();
                     }
                 } else {
                     assert_eq!(r, Err(Error::NotEmpty), "{ctx}: rmdir non-empty {path}");
@@ -519,10 +512,8 @@ fn run_on(
                 if m.nodes.contains_key(&path) {
                     assert_eq!(r.err(), Some(Error::Exists), "{ctx}");
                 } else {
-                    match r {
-                        Ok(_) => m.create(&path, Node::Link(target.into_bytes())).unwrap(),
-                        Err(Error::NoSpace) => nospace += 1,
-                        Err(e) => panic!("{ctx}: symlink: {e:?}"),
+                    if or_nospace(r, &mut nospace, || format!("{ctx}: symlink")).is_some() {
+                        m.create(&path, Node::Link(target.into_bytes())).unwrap();
                     }
                 }
             }
@@ -542,10 +533,8 @@ fn run_on(
                             ..Default::default()
                         },
                     );
-                    match st {
-                        Ok(st) => assert_eq!(st.mode & 0o7777, mode, "{ctx}"),
-                        Err(Error::NoSpace) => nospace += 1,
-                        Err(e) => panic!("{ctx}: chmod: {e:?}"),
+                    if let Some(st) = or_nospace(st, &mut nospace, || format!("{ctx}: chmod")) {
+                        assert_eq!(st.mode & 0o7777, mode, "{ctx}");
                     }
                 } else {
                     let Node::File(c) = m.nodes[&path].clone() else {
@@ -576,18 +565,16 @@ fn run_on(
                 // Refused (ENOSPC) when the free pool cannot hold this checkpoint and the next
                 // (a device that lost a third of its blocks to failures): held to the same
                 // floor as any other ENOSPC, which counts only the good blocks.
-                1 => match fs.checkpoint() {
-                    Ok(()) => {}
-                    Err(Error::NoSpace) => nospace += 1,
-                    Err(e) => panic!("{ctx}: checkpoint: {e:?}"),
-                },
+                1 => {
+                    or_nospace(fs.checkpoint(), &mut nospace, || {
+                        format!("{ctx}: checkpoint")
+                    });
+                }
                 // Refused as the checkpoint is, when the recovery checkpoint a cut left owed
                 // finds no room.
-                _ => match fs.gc_step(64) {
-                    Ok(_) => {}
-                    Err(Error::NoSpace) => nospace += 1,
-                    Err(e) => panic!("{ctx}: gc_step: {e:?}"),
-                },
+                _ => {
+                    or_nospace(fs.gc_step(64), &mut nospace, || format!("{ctx}: gc_step"));
+                }
             },
             // clean remount
             88..=92 => {
@@ -640,6 +627,23 @@ fn run_on(
     let mut fs = Fs::mount(dev, cfg).unwrap();
     check_all(&mut fs, &m, &format!("{kind} seed {seed} final remount"));
     (nospace, fs.flash().stats())
+}
+
+/// `r`'s value; `None` after counting an ENOSPC (the step's end holds it to the ENOSPC floor);
+/// any other error fails the test.
+fn or_nospace<T>(
+    r: Result<T, Error>,
+    nospace: &mut usize,
+    what: impl FnOnce() -> String,
+) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(Error::NoSpace) => {
+            *nospace += 1;
+            None
+        }
+        Err(e) => panic!("{}: {e:?}", what()),
+    }
 }
 
 fn trace() -> bool {
