@@ -5,7 +5,9 @@
 //! two anchor blocks it is written to: each checkpoint is written twice (two consecutive slots),
 //! slots fill an anchor block in order, and when one block is full the other is erased and
 //! used. Mount finds the newest checkpoint with a few reads: the first slot of each anchor, then
-//! a binary search for the last used slot. It must never decide *when* to checkpoint.
+//! a binary search for the last used slot. Anchors live in the anchor area until it is worn
+//! out; then they leave it, and the old pair becomes the [`Home`] pair that records where they
+//! went. It must never decide *when* to checkpoint.
 
 use alloc::boxed::Box;
 use alloc::vec;
@@ -26,6 +28,14 @@ pub const CP_CLEAN: u16 = 1;
 /// it erased first): its block table does not count that erase, so a mount counts it.
 pub const CP_ANCHOR_UNCOUNTED: u16 = 2;
 
+/// Checkpoint flag: the anchors have left the anchor area, and the checkpoint names the home
+/// pair (see [`Home`]): the block-table delta count is then always present, and the two home
+/// blocks follow the delta list.
+pub const CP_HOME: u16 = 4;
+
+/// No block (an absent home pair).
+pub const NO_BLOCK: u32 = u32::MAX;
+
 pub use crate::format::params::ANCHOR_AREA;
 
 /// Everything mount needs to find the file system.
@@ -33,7 +43,8 @@ pub use crate::format::params::ANCHOR_AREA;
 pub struct Checkpoint {
     /// Format parameters.
     pub params: Params,
-    /// [`CP_CLEAN`], [`CP_ANCHOR_UNCOUNTED`] and reserved bits.
+    /// [`CP_CLEAN`], [`CP_ANCHOR_UNCOUNTED`], [`CP_HOME`] (set by `encode` from `home`) and
+    /// reserved bits.
     pub flags: u16,
     /// Checkpoint counter.
     pub cp_number: u64,
@@ -71,6 +82,8 @@ pub struct Checkpoint {
     /// Block-table delta nodes: records that differ from their pages in `bt_pages`, applied
     /// in order after the pages (at most [`MAX_BT_DELTAS`]).
     pub bt_deltas: Vec<Addr>,
+    /// The home pair ([`Home`]; [`NO_BLOCK`] twice while the anchors lie in the anchor area).
+    pub home: [u32; 2],
 }
 
 impl Checkpoint {
@@ -79,7 +92,13 @@ impl Checkpoint {
         let mut nb = NodeBuilder::new(NodeType::Checkpoint, 0, 0, 512);
         let w = &mut nb.w;
         self.params.encode(w);
-        w.u16(self.flags).u16(0);
+        let home = self.home[0] != NO_BLOCK;
+        let flags = if home {
+            self.flags | CP_HOME
+        } else {
+            self.flags & !CP_HOME
+        };
+        w.u16(flags).u16(0);
         w.u64(self.cp_number).u64(self.next_seq).u64(self.next_tid);
         w.u32(self.map_root.0).u8(self.map_depth).u8(0).u16(0);
         w.u32(self.ino_hint)
@@ -106,11 +125,14 @@ impl Checkpoint {
         }
         // Only a checkpoint that names delta nodes carries their list (tables under 4 pages
         // never do, and their records stay as small as before).
-        if !self.bt_deltas.is_empty() {
+        if !self.bt_deltas.is_empty() || home {
             w.u32(self.bt_deltas.len() as u32);
         }
         for a in &self.bt_deltas {
             w.u32(a.0);
+        }
+        if home {
+            w.u32(self.home[0]).u32(self.home[1]);
         }
         nb
     }
@@ -176,7 +198,11 @@ impl Checkpoint {
             orphans.push((r.u32()?, Addr(r.u32()?)));
         }
         // (Absent: no delta nodes.)
-        let n = if r.remaining() >= 4 { r.u32()? } else { 0 };
+        let n = if r.remaining() >= 4 || flags & CP_HOME != 0 {
+            r.u32()?
+        } else {
+            0
+        };
         if n > MAX_BT_DELTAS.min(params.bt_delta_nodes()) {
             return Err(Error::Corrupt);
         }
@@ -188,6 +214,11 @@ impl Checkpoint {
             }
             bt_deltas.push(a);
         }
+        let home = if flags & CP_HOME != 0 {
+            [r.u32()?, r.u32()?]
+        } else {
+            [NO_BLOCK; 2]
+        };
         let per = params.bt_entries();
         let map_ok = (map_root.is_none() && map_depth == 0)
             || (params.addr_valid(map_root) && (1..=6).contains(&map_depth));
@@ -203,6 +234,11 @@ impl Checkpoint {
             || heads
                 .iter()
                 .any(|&(b, o)| b != u32::MAX && (b >= blocks || o > params.geometry.block_size()))
+            || (flags & CP_HOME != 0
+                && (home[0] >= ANCHOR_AREA.min(blocks)
+                    || home[1] >= ANCHOR_AREA.min(blocks)
+                    || home[0] == home[1]
+                    || params.anchors.iter().any(|a| home.contains(a))))
         {
             return Err(Error::Corrupt);
         }
@@ -226,6 +262,7 @@ impl Checkpoint {
             remaps,
             orphans,
             bt_deltas,
+            home,
         })
     }
 }
@@ -240,6 +277,41 @@ pub struct AnchorPos {
     /// Whether the next checkpoint may go into the following slots of the same block (only
     /// when nothing can have been programmed after the newest checkpoint).
     pub may_append: bool,
+}
+
+/// The home pair: once the anchor area has no free block left to replace a failing anchor,
+/// the anchors leave it for blocks anywhere on the device, and the two anchors they leave
+/// become the home pair. Home blocks hold only the checkpoints that moved the anchors there
+/// (entering, and each replacement of an anchor that failed), written as anchors hold
+/// checkpoints (slots in order, the other block erased when one is full); a mount finds the
+/// newest home checkpoint in the area, and through the anchors it names, the newest one.
+/// Home blocks are written once per move, so they wear and fail far less than anchors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Home {
+    /// The two home blocks ([`NO_BLOCK`] twice while the anchors lie in the area).
+    pub blocks: [u32; 2],
+    /// Where the newest home checkpoint is (`anchor` indexes `blocks`).
+    pub pos: AnchorPos,
+    /// Whether that is the newest checkpoint of all (mount's choice).
+    pub holds_newest: bool,
+}
+
+impl Home {
+    /// No home pair: the anchors lie in the anchor area.
+    pub const NONE: Home = Home {
+        blocks: [NO_BLOCK; 2],
+        pos: AnchorPos {
+            anchor: 0,
+            slot: 0,
+            may_append: false,
+        },
+        holds_newest: false,
+    };
+
+    /// Whether the anchors have left the anchor area.
+    pub fn active(&self) -> bool {
+        self.blocks[0] != NO_BLOCK
+    }
 }
 
 /// Checkpoint slots in an anchor block. On paired-page NAND only pages that are no upper page
@@ -354,7 +426,7 @@ fn newest_in_block<F: Flash>(
 /// of this file system in their first two slots, as read on the way (for
 /// [`moved_anchor_attempt`]).
 #[inline(never)]
-pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Box<Checkpoint>, AnchorPos, u32)> {
+pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Box<Checkpoint>, AnchorPos, u32, Home)> {
     let g = st.p().geometry;
     let area = ANCHOR_AREA.min(g.blocks);
     // Any valid first slot names both anchors. But an anchor that went bad is replaced by
@@ -392,33 +464,83 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Box<Checkpoint>, Anch
         .fold(0u32, |m, &(b, _)| m | 1 << b);
     st.set_params(p);
     st.set_remaps(first.remaps.clone());
-    let mut best: Option<(Box<Checkpoint>, AnchorPos)> = None;
-    for (i, &ab) in p.anchors.iter().enumerate() {
-        if let Some((cp, slot)) = newest_in_block(st, ab, p.cp_slot)? {
-            if cp.params.fs_id != p.fs_id {
+    // The anchors the first slot names, and its home pair; the newest checkpoint in them names
+    // the blocks to search next, until it names the blocks it was found among. Each step
+    // finds a newer checkpoint, and anchors move only by a checkpoint in blocks the one
+    // before names, so a few steps reach the newest. (While the anchors lie in the area, one
+    // step: the first slot names them.)
+    let mut set = [p.anchors[0], p.anchors[1], first.home[0], first.home[1]];
+    let mut best: Option<(Box<Checkpoint>, u32, u32)> = None;
+    let mut home_best: Option<(u64, u32, u32)> = None;
+    let mut searched: Vec<u32> = Vec::new();
+    for _ in 0..4 {
+        for b in set {
+            if b >= g.blocks || searched.contains(&b) {
                 continue;
             }
-            let better = match &best {
-                None => true,
-                Some((b, _)) => cp.cp_number > b.cp_number,
-            };
-            if better {
-                let may_append = cp.flags & CP_CLEAN != 0;
-                best = Some((
-                    cp,
-                    AnchorPos {
-                        anchor: i,
-                        slot,
-                        may_append,
-                    },
-                ));
+            searched.push(b);
+            if let Some((cp, slot)) = newest_in_block(st, b, p.cp_slot)? {
+                if cp.params.fs_id != p.fs_id
+                    || !(cp.params.anchors.contains(&b) || cp.home.contains(&b))
+                {
+                    continue;
+                }
+                if cp.home.contains(&b) && home_best.is_none_or(|h| cp.cp_number > h.0) {
+                    home_best = Some((cp.cp_number, b, slot));
+                }
+                if best.as_ref().is_none_or(|x| cp.cp_number > x.0.cp_number) {
+                    best = Some((cp, b, slot));
+                }
             }
         }
+        let Some((cp, _, _)) = &best else { break };
+        let next = [
+            cp.params.anchors[0],
+            cp.params.anchors[1],
+            cp.home[0],
+            cp.home[1],
+        ];
+        if next == set {
+            break;
+        }
+        set = next;
+        st.set_remaps(cp.remaps.clone());
     }
-    let (cp, pos) = best.ok_or(Error::NoFileSystem)?;
+    let (cp, block, slot) = best.ok_or(Error::NoFileSystem)?;
+    // A home checkpoint: the next one starts the anchor `anchors[1]` (both hold only older
+    // ones).
+    let pos = match cp.params.anchors.iter().position(|&a| a == block) {
+        Some(anchor) => AnchorPos {
+            anchor,
+            slot,
+            may_append: cp.flags & CP_CLEAN != 0,
+        },
+        None => AnchorPos {
+            anchor: 0,
+            slot: 0,
+            may_append: false,
+        },
+    };
+    let home = match home_best {
+        Some((n, hb, hslot)) if cp.home.contains(&hb) => Home {
+            blocks: cp.home,
+            pos: AnchorPos {
+                anchor: if cp.home[0] == hb { 0 } else { 1 },
+                slot: hslot,
+                may_append: false,
+            },
+            holds_newest: n == cp.cp_number && hb == block,
+        },
+        // (No home checkpoint read: the next home write starts the second home block.)
+        _ if cp.home[0] != NO_BLOCK => Home {
+            blocks: cp.home,
+            ..Home::NONE
+        },
+        _ => Home::NONE,
+    };
     st.set_params(cp.params);
     st.set_remaps(cp.remaps.clone());
-    Ok((cp, pos, holding))
+    Ok((cp, pos, holding, home))
 }
 
 /// Whether the mount's choice, checkpoint number `chosen` at `pos`, may not survive: its own
@@ -434,11 +556,65 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Box<Checkpoint>, Anch
 /// invalid a moment before: a newer checkpoint than the choice is such a slot too. Taken for
 /// an old one, a cut switch was never outranked, and a later mount chose it over a recovery
 /// checkpoint that had reused the blocks it names: 4 KiB NOR chained cuts, links seed 300.)
+///
+/// With a home pair (`home`), the choice may be the newest home checkpoint, and an attempt
+/// after it may lie in either pair: the other pair's blocks are read too (the slot after the
+/// newest home checkpoint and the other home block's first; the anchors' first slots).
 #[inline(never)]
-pub fn cut_attempt_after<F: Flash>(st: &mut Store<F>, pos: AnchorPos, chosen: u64) -> Result<bool> {
+pub fn cut_attempt_after<F: Flash>(
+    st: &mut Store<F>,
+    pos: AnchorPos,
+    chosen: u64,
+    home: &Home,
+) -> Result<bool> {
+    if home.active() {
+        let p = st.p();
+        let (pair, at) = if home.holds_newest {
+            (home.blocks, home.pos)
+        } else {
+            (p.anchors, pos)
+        };
+        if pair_attempt_after(st, pair, at, chosen)? {
+            return Ok(true);
+        }
+        if home.holds_newest {
+            for b in p.anchors {
+                if first_slot_attempt(st, b, chosen)? {
+                    return Ok(true);
+                }
+            }
+            return Ok(false);
+        }
+        let per = slots_per_block(&p);
+        let hb = home.blocks[home.pos.anchor];
+        if home.pos.slot + 3 < per && slot_used(st, hb, home.pos.slot + 2, p.cp_slot)? {
+            return Ok(true);
+        }
+        return first_slot_attempt(st, home.blocks[1 - home.pos.anchor], chosen);
+    }
+    pair_attempt_after(st, st.p().anchors, pos, chosen)
+}
+
+/// Whether block `b`'s first slot is programmed and holds no checkpoint of this file system
+/// older than `chosen` (an attempt cut there).
+fn first_slot_attempt<F: Flash>(st: &mut Store<F>, b: u32, chosen: u64) -> Result<bool> {
+    let p = st.p();
+    if b >= p.geometry.blocks || !slot_used(st, b, 0, p.cp_slot)? {
+        return Ok(false);
+    }
+    Ok(!holds_checkpoint_of(st, b, p.fs_id, p.cp_slot, chosen)?)
+}
+
+/// [`cut_attempt_after`] within the pair `pair` holding the choice at `pos`.
+fn pair_attempt_after<F: Flash>(
+    st: &mut Store<F>,
+    pair: [u32; 2],
+    pos: AnchorPos,
+    chosen: u64,
+) -> Result<bool> {
     let p = st.p();
     let per = slots_per_block(&p);
-    let block = p.anchors[pos.anchor];
+    let block = pair[pos.anchor];
     // (A clean unmount's checkpoint cut in its first copy read valid at the recovery, which
     // took it and wrote on; the next mount read it invalid and went back to the checkpoint
     // before, losing a create synced after the recovery: 4 KiB NOR chained cuts, mixed seed
@@ -450,11 +626,7 @@ pub fn cut_attempt_after<F: Flash>(st: &mut Store<F>, pos: AnchorPos, chosen: u6
     if pos.slot + 3 < per && slot_used(st, block, pos.slot + 2, p.cp_slot)? {
         return Ok(true);
     }
-    let other = p.anchors[1 - pos.anchor];
-    if other >= p.geometry.blocks || !slot_used(st, other, 0, p.cp_slot)? {
-        return Ok(false);
-    }
-    Ok(!holds_checkpoint_of(st, other, p.fs_id, p.cp_slot, chosen)?)
+    first_slot_attempt(st, pair[1 - pos.anchor], chosen)
 }
 
 /// Makes a mount's choice of checkpoint `cp` (found at `pos`) durable when
@@ -463,11 +635,16 @@ pub fn cut_attempt_after<F: Flash>(st: &mut Store<F>, pos: AnchorPos, chosen: u6
 /// cut attempt), numbered past every number an attempt after `cp` can carry (`write` tries at
 /// most `ANCHOR_AREA + 2` numbers from `cp.cp_number + 1`). Updates `cp` (number, parameters:
 /// an anchor that fails is replaced) and returns the new position.
+///
+/// With a home pair, `cp` goes home instead (into the home block the newest home checkpoint
+/// is not in): a mount finds the home pair first, and an attempt cut there or in an anchor
+/// then reads as older. The position returned then starts an anchor next.
 #[inline(never)]
 pub fn restamp<F: Flash>(
     st: &mut Store<F>,
     cp: &mut Checkpoint,
     pos: AnchorPos,
+    home: &mut Home,
 ) -> Result<AnchorPos> {
     let mut again = cp.clone();
     again.cp_number = cp.cp_number + ANCHOR_AREA as u64 + 3;
@@ -476,23 +653,20 @@ pub fn restamp<F: Flash>(
         may_append: false,
         ..pos
     };
-    let mut at = write(st, &again, Some(to))?;
+    home.pos.may_append = false;
+    let at_home = home.active();
+    let mut at = write(st, &again, Some(to), home, at_home, false)?;
     cp.cp_number = st.cp_number();
     cp.params = st.p();
-    at.may_append = pos.may_append;
+    cp.home = home.blocks;
+    at.may_append = pos.may_append && !at_home;
     Ok(at)
 }
 
-/// Writes checkpoint `cp` (two copies) after `pos`, erasing and switching anchor blocks when
-/// needed. Returns the new position; the store's checkpoint number is left at the number
-/// written, which is `cp.cp_number` plus one per failed attempt.
-pub fn write<F: Flash>(
-    st: &mut Store<F>,
-    cp: &Checkpoint,
-    pos: Option<AnchorPos>,
-) -> Result<AnchorPos> {
-    let per = slots_per_block(&st.p());
-    let (mut anchor, mut slot) = match pos {
+/// The slot the checkpoint after the one at `pos` goes to: the next pair of the same block when
+/// it may append and one is left, else the first of the other block.
+fn next_slot(per: u32, pos: Option<AnchorPos>) -> (usize, u32) {
+    match pos {
         Some(AnchorPos {
             anchor,
             slot,
@@ -500,7 +674,32 @@ pub fn write<F: Flash>(
         }) if slot + 3 < per => (anchor, slot + 2),
         Some(AnchorPos { anchor, .. }) => (1 - anchor, 0),
         None => (0, 0),
-    };
+    }
+}
+
+/// Writes checkpoint `cp` (two copies) after `pos`, erasing and switching anchor blocks when
+/// needed. Returns the new position; the store's checkpoint number is left at the number
+/// written, which is `cp.cp_number` plus one per failed attempt.
+///
+/// With a home pair ([`Home`]), a checkpoint goes to the home pair instead when `to_home`
+/// (the one that takes the anchors out of the area) or when an anchor fails at the start of
+/// its block: the anchor is replaced by a free block anywhere, and the checkpoint that names
+/// it is written home, after `home.pos` (which it updates). The anchor taken is started by
+/// the next checkpoint (the position returned says so).
+pub fn write<F: Flash>(
+    st: &mut Store<F>,
+    cp: &Checkpoint,
+    pos: Option<AnchorPos>,
+    home: &mut Home,
+    to_home: bool,
+    may_leave: bool,
+) -> Result<AnchorPos> {
+    let per = slots_per_block(&st.p());
+    let (mut anchor, mut slot) = next_slot(per, pos);
+    let mut at_home = to_home && home.active();
+    let (mut ha, mut hs) = next_slot(per, Some(home.pos));
+    // The anchor the next checkpoint starts after a home checkpoint: one just taken.
+    let mut fresh = 1;
     // A program or erase of an anchor that fails: a failed append moves to the other anchor;
     // a failed start of a block retires it and starts in a free block of the anchor area.
     // Each retry takes the next checkpoint number: the failed attempt may have left a valid
@@ -510,8 +709,33 @@ pub fn write<F: Flash>(
     let attempts = cp.cp_number..cp.cp_number + ANCHOR_AREA as u64 + 2;
     for number in attempts {
         st.set_cp_number(number + 1);
-        if write_at(st, cp, number, anchor, slot)? {
+        if at_home {
+            if write_at(st, cp, home.blocks, number, home.blocks[ha], hs)? {
+                st.set_cp_number(number);
+                home.pos = AnchorPos {
+                    anchor: ha,
+                    slot: hs,
+                    may_append: true,
+                };
+                home.holds_newest = true;
+                return Ok(AnchorPos {
+                    anchor: 1 - fresh,
+                    slot: 0,
+                    may_append: false,
+                });
+            }
+            if hs != 0 {
+                ha = 1 - ha;
+                hs = 0;
+            } else {
+                replace_home(st, home, ha)?;
+            }
+            continue;
+        }
+        let block = st.p().anchors[anchor];
+        if write_at(st, cp, home.blocks, number, block, slot)? {
             st.set_cp_number(number);
+            home.holds_newest = false;
             return Ok(AnchorPos {
                 anchor,
                 slot,
@@ -521,8 +745,26 @@ pub fn write<F: Flash>(
         if slot != 0 {
             anchor = 1 - anchor;
             slot = 0;
+        } else if home.active() {
+            replace_roaming(st, anchor)?;
+            fresh = anchor;
+            at_home = true;
         } else {
             replace_anchor(st, anchor)?;
+            // The area worn out but for one block (bad or swapped out: failures): the anchors
+            // leave it, and the pair becomes the home pair, starting with this checkpoint (not at a mount's restamp: before
+            // replay, a free block of the table may hold what the journal wrote after it).
+            // (The home pair's next checkpoint starts the block just taken.)
+            let newest = AnchorPos {
+                anchor: 1 - anchor,
+                slot: 0,
+                may_append: false,
+            };
+            if may_leave && area_spares(st) <= 1 && leave_area(st, home, newest)? {
+                (ha, hs) = next_slot(per, Some(home.pos));
+                fresh = 1;
+                at_home = true;
+            }
         }
     }
     Err(Error::Io)
@@ -679,17 +921,92 @@ fn replace_anchor<F: Flash>(st: &mut Store<F>, anchor: usize) -> Result<()> {
     Ok(())
 }
 
-/// Writes the two copies of `cp`, numbered `number`, at `slot` of anchor `anchor` (erasing the
-/// block first at slot 0). False when the device refused the erase or a program.
+/// Replaces anchor `anchor`, outside the anchor area or leaving it (a home pair is kept), which
+/// failed: by the least worn free block outside the area, erased; retires it. `NoSpace` when
+/// no block is free.
+fn replace_roaming<F: Flash>(st: &mut Store<F>, anchor: usize) -> Result<()> {
+    let old = st.p().anchors[anchor];
+    let new = st.pick_roaming_anchor()?.ok_or(Error::NoSpace)?;
+    st.retire(old);
+    let mut p = st.p();
+    p.anchors[anchor] = new;
+    st.set_params(p);
+    st.set_state(new, BlockState::Anchor);
+    Ok(())
+}
+
+/// Blocks of the anchor area that are free to replace an anchor or can be emptied for it (not
+/// bad, not swapped out, not anchors).
+pub fn area_spares<F: Flash>(st: &Store<F>) -> usize {
+    let p = st.p();
+    (0..ANCHOR_AREA.min(p.geometry.blocks))
+        .filter(|&b| {
+            !p.anchors.contains(&b)
+                && st.phys(b) == b
+                && !matches!(st.block(b).state(), BlockState::Bad | BlockState::Anchor)
+        })
+        .count()
+}
+
+/// Takes the anchors out of the anchor area: two free blocks outside it (erased) become the
+/// anchors, and the two anchors the home pair, whose newest checkpoint is at `newest`.
+/// False (nothing changed) when two such blocks cannot be had.
+pub fn leave_area<F: Flash>(st: &mut Store<F>, home: &mut Home, newest: AnchorPos) -> Result<bool> {
+    let Some(a) = st.pick_roaming_anchor()? else {
+        return Ok(false);
+    };
+    st.set_state(a, BlockState::Anchor);
+    let Some(b) = st.pick_roaming_anchor()? else {
+        st.set_state(a, BlockState::Erased);
+        return Ok(false);
+    };
+    st.set_state(b, BlockState::Anchor);
+    let mut p = st.p();
+    *home = Home {
+        blocks: p.anchors,
+        pos: newest,
+        holds_newest: true,
+    };
+    p.anchors = [a, b];
+    st.set_params(p);
+    Ok(true)
+}
+
+/// Replaces home block `h`, which failed, by a free block of the anchor area and retires it.
+/// With none: `ENOSPC` while collection can empty a block of the area, `EIO` when the rest
+/// of it is bad (see [`replace_anchor`]).
+fn replace_home<F: Flash>(st: &mut Store<F>, home: &mut Home, h: usize) -> Result<()> {
+    let area = ANCHOR_AREA.min(st.p().geometry.blocks);
+    let old = home.blocks[h];
+    let new = (0..area).find(|&b| {
+        !home.blocks.contains(&b)
+            && st.phys(b) == b
+            && matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
+    });
+    let Some(new) = new else {
+        let can_empty = (0..area).any(|b| {
+            st.phys(b) == b && !matches!(st.block(b).state(), BlockState::Bad | BlockState::Anchor)
+        });
+        return Err(if can_empty { Error::NoSpace } else { Error::Io });
+    };
+    st.retire(old);
+    home.blocks[h] = new;
+    st.set_state(new, BlockState::Anchor);
+    Ok(())
+}
+
+/// Writes the two copies of `cp`, numbered `number` and naming the home pair `home`, at `slot`
+/// of anchor or home block `block` (erasing the block first at slot 0). False when the device
+/// refused the erase or a program.
 fn write_at<F: Flash>(
     st: &mut Store<F>,
     cp: &Checkpoint,
+    home: [u32; 2],
     number: u64,
-    anchor: usize,
+    block: u32,
     slot: u32,
 ) -> Result<bool> {
     let p = st.p();
-    let block = p.anchors[anchor];
     if slot == 0 {
         match st.erase_raw(block) {
             Ok(()) => {}
@@ -697,10 +1014,11 @@ fn write_at<F: Flash>(
             Err(_) => return Ok(false),
         }
     }
-    // The parameters name the anchors, which may have just changed.
+    // The parameters name the anchors, which may have just changed (and the home pair).
     let mut cp = cp.clone();
     cp.params = p;
     cp.cp_number = number;
+    cp.home = home;
     let bytes = cp.encode().finish(st.seq(), p.unit());
     st.set_seq(st.seq() + 1);
     if bytes.len() > p.cp_slot as usize {
@@ -754,26 +1072,34 @@ mod tests {
     #[test]
     fn a_choice_without_its_second_copy_is_written_again() {
         let mut st = formatted_nor();
-        let (cp, pos, _) = find_newest(&mut st).unwrap();
+        let (cp, pos, _, _) = find_newest(&mut st).unwrap();
         let mut cp = *cp;
         cp.cp_number += 1;
         let at = AnchorPos {
             may_append: true,
             ..pos
         };
-        let pos = write(&mut st, &cp, Some(at)).unwrap();
-        let (found, found_at, _) = find_newest(&mut st).unwrap();
+        let pos = write(
+            &mut st,
+            &cp,
+            Some(at),
+            &mut Home::NONE.clone(),
+            false,
+            false,
+        )
+        .unwrap();
+        let (found, found_at, _, _) = find_newest(&mut st).unwrap();
         assert_eq!((found.cp_number, found_at.slot), (cp.cp_number, pos.slot));
-        assert!(!cut_attempt_after(&mut st, pos, cp.cp_number).unwrap());
+        assert!(!cut_attempt_after(&mut st, pos, cp.cp_number, &Home::NONE).unwrap());
         // The second copy spoiled as a cut program leaves it (bits at 0): the first copy is
         // still the newest checkpoint, but no longer a durable choice.
         let p = st.p();
         let bs = p.geometry.block_size() as u64;
         let second = p.anchors[pos.anchor] as u64 * bs + slot_offset(&p, pos.slot + 1, p.cp_slot);
         st.program_raw(second, &[0u8; 64], &[]).unwrap();
-        let (found, found_at, _) = find_newest(&mut st).unwrap();
+        let (found, found_at, _, _) = find_newest(&mut st).unwrap();
         assert_eq!((found.cp_number, found_at.slot), (cp.cp_number, pos.slot));
-        assert!(cut_attempt_after(&mut st, pos, cp.cp_number).unwrap());
+        assert!(cut_attempt_after(&mut st, pos, cp.cp_number, &Home::NONE).unwrap());
     }
 
     /// A mount reads the anchors' slots more than once, and a slot a cut left half programmed
@@ -786,7 +1112,7 @@ mod tests {
     #[test]
     fn a_newer_checkpoint_in_the_other_anchor_than_the_choice_is_a_cut_attempt() {
         let mut st = formatted_nor();
-        let (cp, mut pos, _) = find_newest(&mut st).unwrap();
+        let (cp, mut pos, _, _) = find_newest(&mut st).unwrap();
         let mut cp = *cp;
         // Checkpoints appended until one switches to the other anchor's first slot.
         let (before, number_before) = loop {
@@ -799,6 +1125,9 @@ mod tests {
                     may_append: true,
                     ..pos
                 }),
+                &mut Home::NONE.clone(),
+                false,
+                false,
             )
             .unwrap();
             if pos.anchor != prev.0.anchor {
@@ -807,9 +1136,9 @@ mod tests {
             }
         };
         // Chosen: the newest. The other anchor holds only older checkpoints.
-        assert!(!cut_attempt_after(&mut st, pos, cp.cp_number).unwrap());
+        assert!(!cut_attempt_after(&mut st, pos, cp.cp_number, &Home::NONE).unwrap());
         // Chosen: the one before (the newest read as invalid a moment before): the newer one
         // in the other anchor is a cut attempt.
-        assert!(cut_attempt_after(&mut st, before, number_before).unwrap());
+        assert!(cut_attempt_after(&mut st, before, number_before, &Home::NONE).unwrap());
     }
 }

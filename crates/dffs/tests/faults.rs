@@ -758,3 +758,205 @@ fn a_failed_checkpoint_after_an_operation_is_not_its_error() {
     assert!(matches!(failed, Some(Error::Io)), "{failed:?}");
     assert!(matches!(fs.checkpoint(), Err(Error::Io)));
 }
+
+/// A fresh 64-block SLC device whose anchor area has only blocks 0 to 3 good (the rest bad
+/// from the factory): the first anchor to fail leaves one block of the area to spare.
+fn worn_area_device() -> SimFlash {
+    use dffs::Flash;
+    let p = preset("nand-slc-128m").unwrap().with_blocks(64).unwrap();
+    let mut dev = SimFlash::with_options(p, SimOptions::default()).unwrap();
+    for b in 4..dffs::format::params::ANCHOR_AREA {
+        dev.mark_bad(b).unwrap();
+    }
+    Fs::format(dev, &FormatOptions::default()).unwrap()
+}
+
+/// 512 KiB of 4 KiB NOR sectors whose anchor area has only blocks 0 to 3 that work (the
+/// others fail every erase, and format retires them). An anchor sector holds two checkpoints,
+/// so the home pair is started again every second move.
+fn worn_area_nor() -> SimFlash {
+    let p = preset("nor-qspi-16m")
+        .unwrap()
+        .with_erase_size(4096)
+        .unwrap()
+        .with_size_bytes(512 << 10)
+        .unwrap();
+    let mut dev = SimFlash::with_options(p, SimOptions::default()).unwrap();
+    for b in 4..dffs::format::params::ANCHOR_AREA {
+        dev.fail_block(b).unwrap();
+    }
+    Fs::format(dev, &FormatOptions::default()).unwrap()
+}
+
+/// An anchor that fails and leaves the anchor area with one block to spare takes the anchors
+/// out of the area, to blocks anywhere on the device; an anchor that fails then is replaced by any
+/// free block, again and again: each checkpoint succeeds, and a remount finds the newest through the home pair the
+/// area keeps. (Before, an anchor failing with no free block left in the area made every
+/// later checkpoint fail with `EIO`: the model test with faults, SLC seeds 4022, 4026, 4041
+/// and five more at 1,000 operations.)
+#[test]
+fn anchors_that_left_a_worn_anchor_area_are_replaced_anywhere() {
+    let area = dffs::format::params::ANCHOR_AREA;
+    let mut fs = Fs::mount(worn_area_device(), Config::default()).unwrap();
+    assert_eq!(fs.params().anchors, [0, 1]);
+    let mut files = Vec::new();
+    let mut failed = Vec::new();
+    let mut k = 0u32;
+    for round in 0..6 {
+        let target = fs.params().anchors[round % 2];
+        fs.flash_mut().fail_next_erase_of(target).unwrap();
+        let mut n = 0;
+        while !fs.flash().grown_bad_blocks().contains(&target) {
+            n += 1;
+            assert!(n < 400, "round {round}: block {target} was never erased");
+            let data = content(700 + k, 300 + (k as usize % 7) * 100);
+            let ino = write_file(&mut fs, &format!("f{k}"), &data);
+            k += 1;
+            fs.checkpoint()
+                .unwrap_or_else(|e| panic!("round {round}, file {k}: checkpoint {e:?}"));
+            files.push((ino, data));
+        }
+        failed.push(target);
+        let now = fs.params().anchors;
+        assert!(
+            !now.contains(&target) && now.iter().all(|&a| a >= area),
+            "round {round}: anchors {now:?} after block {target} failed"
+        );
+        let dev = fs.unmount().unwrap();
+        fs = Fs::mount(dev, Config::default()).unwrap();
+        assert_eq!(fs.params().anchors, now, "round {round}");
+        for (ino, want) in &files {
+            assert_eq!(&read_range(&mut fs, *ino, 0, want.len() + 1).unwrap(), want);
+        }
+        assert!(fs.fsck().unwrap().is_clean(), "round {round}");
+    }
+    failed.sort_unstable();
+    assert_eq!(fs.flash().grown_bad_blocks(), failed);
+    // And after a power cut (no clean unmount).
+    let data = content(9, 3000);
+    let ino = write_file(&mut fs, "late", &data);
+    let mut dev = fs.into_flash();
+    dev.power_off();
+    dev.power_up();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    assert_eq!(read_range(&mut fs, ino, 0, 4000).unwrap(), data);
+    assert!(fs.fsck().unwrap().is_clean());
+}
+
+/// What a workload leaves: the files synced (inode, contents), the device, and the error that
+/// stopped it.
+type WorkloadEnd = (Vec<(Ino, Vec<u8>)>, SimFlash, Option<Error>);
+
+/// The workload of [`power_cuts_while_anchors_outside_the_area_are_replaced`]: files written
+/// and synced, a checkpoint after each, and the anchors (outside the worn anchor area) failing
+/// one after the other `failures` times. Returns the files synced, the device and the error
+/// that stopped it (a power cut).
+fn roaming_anchor_workload(mut fs: Fs<SimFlash>, failures: usize) -> WorkloadEnd {
+    let mut synced = Vec::new();
+    let mut failed = 0;
+    let mut armed: Option<u32> = None;
+    let mut extra = 6;
+    for k in 0..600u32 {
+        let grown = fs.flash().grown_bad_blocks();
+        if armed.is_none_or(|b| grown.contains(&b)) {
+            if failed == failures {
+                if extra == 0 {
+                    break;
+                }
+                extra -= 1;
+            } else {
+                let target = fs.params().anchors[failed % 2];
+                fs.flash_mut().fail_next_erase_of(target).unwrap();
+                armed = Some(target);
+                failed += 1;
+            }
+        }
+        let data = content(900 + k, 200 + (k as usize % 5) * 150);
+        let r = try_write_file(&mut fs, &format!("f{k}"), &data).and_then(|ino| {
+            let fh = fs.open(ino, OpenFlags::READ)?;
+            fs.fsync(fh)?;
+            fs.close(fh)?;
+            Ok(ino)
+        });
+        match r {
+            Ok(ino) => synced.push((ino, data)),
+            Err(e) => return (synced, fs.into_flash(), Some(e)),
+        }
+        if let Err(e) = fs.checkpoint() {
+            return (synced, fs.into_flash(), Some(e));
+        }
+    }
+    (synced, fs.into_flash(), None)
+}
+
+/// Power cuts at every program and erase (every third in the default run;
+/// `DFFS_ROAMING_CUT_STEP=1` for all) of a workload in which anchors outside a worn anchor
+/// area fail and are replaced, each replacement written to the home pair: after each cut the
+/// device mounts, every file synced before the cut reads back, fsck is clean, and so again
+/// after a clean remount.
+#[test]
+fn power_cuts_while_anchors_outside_the_area_are_replaced() {
+    roaming_anchor_cuts(worn_area_device, 3);
+}
+
+/// [`power_cuts_while_anchors_outside_the_area_are_replaced`] on 4 KiB NOR sectors, where the
+/// home pair fills and starts its other block every second move (five failures: three home
+/// blocks started).
+#[test]
+fn power_cuts_while_anchors_outside_the_area_are_replaced_nor() {
+    roaming_anchor_cuts(worn_area_nor, 5);
+}
+
+fn roaming_anchor_cuts(device: fn() -> SimFlash, failures: usize) {
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let fresh = || Fs::mount(device(), Config::default()).unwrap();
+    let grown_before = device().grown_bad_blocks().len();
+    let (files, dev, err) = roaming_anchor_workload(fresh(), failures);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(
+        dev.grown_bad_blocks().len(),
+        grown_before + failures,
+        "{:?}",
+        dev.grown_bad_blocks()
+    );
+    let base = device().program_erase_ops();
+    let ops = dev.program_erase_ops() - base;
+    let (step, mut cut) = (
+        env("DFFS_ROAMING_CUT_STEP", 3),
+        env("DFFS_ROAMING_CUT_FROM", 1),
+    );
+    let mut cuts = 0;
+    while cut < ops {
+        let mut fs = fresh();
+        fs.flash_mut().cut_power_after(cut);
+        let (synced, mut dev, err) = roaming_anchor_workload(fs, failures);
+        assert!(matches!(err, Some(Error::PowerLoss)), "cut {cut}: {err:?}");
+        dev.power_off();
+        dev.power_up();
+        let mut fs =
+            Fs::mount(dev, Config::default()).unwrap_or_else(|e| panic!("cut {cut}: mount: {e:?}"));
+        for (ino, want) in &synced {
+            let got = read_range(&mut fs, *ino, 0, want.len() + 1)
+                .unwrap_or_else(|e| panic!("cut {cut}: read {ino}: {e:?}"));
+            assert_eq!(&got, want, "cut {cut}: file {ino}");
+        }
+        assert!(fs.fsck().unwrap().is_clean(), "cut {cut}");
+        let dev = fs
+            .unmount()
+            .unwrap_or_else(|e| panic!("cut {cut}: unmount: {e:?}"));
+        let mut fs = Fs::mount(dev, Config::default())
+            .unwrap_or_else(|e| panic!("cut {cut}: second mount: {e:?}"));
+        for (ino, want) in &synced {
+            assert_eq!(&read_range(&mut fs, *ino, 0, want.len() + 1).unwrap(), want);
+        }
+        cuts += 1;
+        cut += step;
+    }
+    eprintln!("{cuts} cuts over {ops} operations, {} files", files.len());
+    assert!(cuts > 100, "{cuts} cuts");
+}

@@ -207,9 +207,28 @@ impl<F: Flash> Fs<F> {
         //    takes a free block until the checkpoint is written: only when free blocks are
         //    not scarce (as for static leveling; with only the next two checkpoints' room
         //    beyond it, a 4 KiB NOR chain of cuts ended in `checkpoint: NoSpace`).
-        if self.rewrite_fits() && self.store.free_blocks() > self.background_low() {
+        if !self.cp.home.active()
+            && self.rewrite_fits()
+            && self.store.free_blocks() > self.background_low()
+        {
             checkpoint::level_anchors(&mut self.store, self.cp.anchor)?;
         }
+        // 0b. An anchor area worn out but for one block (bad or swapped out: blocks that failed
+        //    holding data, not only anchors) sends the anchors out of it now, while the free
+        //    pool holds two blocks beyond what the application may take (data admitted but not
+        //    yet written back may take the blocks down to the copy floor), before a failing
+        //    anchor finds no block to replace it (FORMAT §6.1).
+        if !self.cp.home.active()
+            && !self.cfg.read_only
+            && checkpoint::area_spares(&self.store) <= 1
+            && self.store.free_blocks() >= self.store.reserve_blocks() + 3
+        {
+            let newest = self.cp.anchor;
+            if checkpoint::leave_area(&mut self.store, &mut self.cp.home, newest)? {
+                self.cp.home_owed = true;
+            }
+        }
+        let to_home = self.cp.home_owed;
         // A checkpoint that starts the other anchor erases it: counted in the table it writes,
         // and on NOR announced in the journal this checkpoint ends (a mount after a cut before
         // it is complete counts the erase if the anchor holds no older checkpoint), even on a
@@ -217,7 +236,7 @@ impl<F: Flash> Fs<F> {
         // refused random 16–64 KiB writes). On NAND the record would take a journal page: with
         // it a full 4 MiB SLC partition refused 88 of 1,632 overwrites, 14 without.
         let p = self.store.p();
-        if checkpoint::starts_block(&p, self.cp.anchor) && !self.cfg.read_only {
+        if checkpoint::starts_block(&p, self.cp.anchor) && !self.cfg.read_only && !to_home {
             let b = p.anchors[self.cp.anchor.anchor ^ 1];
             if b < p.geometry.blocks {
                 if p.geometry.kind == FlashKind::Nor {
@@ -320,16 +339,24 @@ impl<F: Flash> Fs<F> {
             remaps: self.store.remaps().to_vec(),
             orphans,
             bt_deltas: self.cp.table_deltas.clone(),
+            home: self.cp.home.blocks,
         };
-        self.cp.anchor = match checkpoint::write(&mut self.store, &cp, Some(self.cp.anchor)) {
-            Ok(pos) => pos,
-            Err(e) => {
-                // The anchor holding the last checkpoint may have a failed copy after it: the
-                // next attempt starts the other anchor (which never holds the last one).
-                self.cp.anchor.may_append = false;
-                return Err(e);
-            }
-        };
+        let at = Some(self.cp.anchor);
+        self.cp.anchor =
+            match checkpoint::write(&mut self.store, &cp, at, &mut self.cp.home, to_home, true) {
+                Ok(pos) => pos,
+                Err(e) => {
+                    // The anchor holding the last checkpoint may have a failed copy after it: the
+                    // next attempt starts the other anchor (which never holds the last one). The
+                    // same for the home pair; and anchors that moved (a failed one replaced) are
+                    // named by the next checkpoint home.
+                    self.cp.anchor.may_append = false;
+                    self.cp.home.pos.may_append = false;
+                    self.cp.home_owed |= self.cp.home.active();
+                    return Err(e);
+                }
+            };
+        self.cp.home_owed = false;
         // Recovery scans the user-data head from where this checkpoint leaves it.
         self.store
             .set_scanned_block(heads[p.head_of(LogKind::DataHot)].0);

@@ -130,6 +130,10 @@ struct Txn {
 /// store knows where the block-table pages are).
 struct CheckpointPos {
     anchor: AnchorPos,
+    /// The home pair, once the anchors have left the anchor area (see [`checkpoint::Home`]).
+    home: crate::checkpoint::Home,
+    /// The anchors moved since the last home checkpoint: the next checkpoint goes home.
+    home_owed: bool,
     /// Block-table delta nodes the last checkpoint named (records that differ from their
     /// pages; every checkpoint writes the ones it needs afresh).
     table_deltas: Vec<Addr>,
@@ -200,6 +204,8 @@ impl<F: Flash> Fs<F> {
                     slot: 0,
                     may_append: false,
                 },
+                home: crate::checkpoint::Home::NONE,
+                home_owed: false,
                 table_deltas: Vec::new(),
                 provisional_pages: Vec::new(),
                 data_blocks: 0,

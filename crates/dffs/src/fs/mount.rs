@@ -151,7 +151,7 @@ impl<F: Flash> Fs<F> {
         // in RAM only, and the victim is whole again in the reloaded block table.
         self.gc.victim = None;
         self.gc.pos = 0;
-        let (mut cp, pos, holding) = checkpoint::find_newest(&mut self.store)?;
+        let (mut cp, pos, holding, home) = checkpoint::find_newest(&mut self.store)?;
         // A checkpoint cut while it was written after this one may read as valid at a later
         // mount and win over everything written from now on (a block it names, free in this
         // checkpoint, reused and erased: `read: Io` after the next cut). Before anything else
@@ -159,7 +159,7 @@ impl<F: Flash> Fs<F> {
         // load: an anchor that fails is replaced by a free block of the area, which only the
         // loaded block table can tell).
         let restamp = !self.cfg.read_only
-            && checkpoint::cut_attempt_after(&mut self.store, pos, cp.cp_number)?;
+            && checkpoint::cut_attempt_after(&mut self.store, pos, cp.cp_number, &home)?;
         let p = cp.params;
         self.store.set_params(p);
         self.store.set_seq(cp.next_seq);
@@ -170,6 +170,8 @@ impl<F: Flash> Fs<F> {
         self.counts.files = cp.files;
         self.counts.dirs = cp.dirs;
         self.cp.anchor = pos;
+        self.cp.home = home;
+        self.cp.home_owed = false;
         self.dirs = Dirs::new(p, self.cfg.dir_cache);
         self.map = InodeMap::new(
             &p,
@@ -224,7 +226,7 @@ impl<F: Flash> Fs<F> {
             }
         }
         // A restamp's table does not count the erase of the anchor it was written into.
-        if cp.flags & checkpoint::CP_ANCHOR_UNCOUNTED != 0 && pos.slot == 0 {
+        if cp.flags & checkpoint::CP_ANCHOR_UNCOUNTED != 0 && pos.slot == 0 && !home.holds_newest {
             self.store.bump_erase_count(p.anchors[pos.anchor]);
         }
         // The table was written after the journal head was opened (and its next block
@@ -257,7 +259,7 @@ impl<F: Flash> Fs<F> {
         // An anchor that went bad is replaced after the table of its checkpoint was written:
         // the checkpoint's parameters say which blocks are the anchors now.
         for b in 0..nblocks {
-            let anchor = p.anchors.contains(&b);
+            let anchor = p.anchors.contains(&b) || self.cp.home.blocks.contains(&b);
             let state = self.store.block(b).state();
             if anchor && state != BlockState::Anchor {
                 self.store
@@ -374,11 +376,13 @@ impl<F: Flash> Fs<F> {
         // `checkpoint::level_anchors`), is the same danger as a cut attempt after the choice.
         let restamp = restamp
             || (!self.cfg.read_only
+                && !self.cp.home.active()
                 && checkpoint::moved_anchor_attempt(&mut self.store, pos, holding)?);
         if restamp {
             let may_append = self.cp.anchor.may_append;
-            let mut at = checkpoint::restamp(&mut self.store, &mut cp, pos)?;
-            at.may_append = may_append;
+            let home_active = self.cp.home.active();
+            let mut at = checkpoint::restamp(&mut self.store, &mut cp, pos, &mut self.cp.home)?;
+            at.may_append = may_append && !home_active;
             self.cp.anchor = at;
             self.store.set_cp_number(cp.cp_number + 1);
         }

@@ -311,6 +311,26 @@ impl<F: Flash> Store<F> {
         }
     }
 
+    /// A free block outside the anchor area, not swapped, to be an anchor there (the least
+    /// worn the allocator would take), erased, if there is one: mount reads its slots before
+    /// it knows what a journal wrote after the checkpoint, so old contents must not look like
+    /// a checkpoint attempt. A block whose erase fails is retired, and the next one tried.
+    pub fn pick_roaming_anchor(&mut self) -> Result<Option<u32>> {
+        let area = ANCHOR_AREA.min(self.table.len());
+        for _ in 0..3 {
+            let Some(b) = self.pick_free(false)? else {
+                return Ok(None);
+            };
+            if b < area || self.phys(b) != b {
+                return Ok(None);
+            }
+            if self.table.get(b).state() == BlockState::Erased || self.erase_block(b)? {
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
+    }
+
     /// Blocks waiting for the next checkpoint to become free.
     pub fn pending_blocks(&self) -> u32 {
         self.table.count(BlockState::PendingErase)
@@ -1120,10 +1140,12 @@ impl<F: Flash> Store<F> {
         }
     }
 
-    /// Adds one to block `b`'s erase count (an anchor's: anchors lie in the anchor area,
-    /// whose wear RAM always holds).
+    /// Adds one to block `b`'s erase count (an anchor's; one outside the anchor area may need
+    /// its block-table page read: a page that cannot be read leaves the count as it was).
     pub fn bump_erase_count(&mut self, b: u32) {
-        let w = self.table.wear(b).unwrap_or_default();
+        let Ok(w) = self.wear(b) else {
+            return;
+        };
         self.table.set_wear(
             b,
             Wear {
