@@ -728,7 +728,7 @@ pub fn write<F: Flash>(
                 ha = 1 - ha;
                 hs = 0;
             } else {
-                replace_home(st, home, ha)?;
+                replace_in(st, &mut home.blocks, ha, false)?;
             }
             continue;
         }
@@ -746,11 +746,11 @@ pub fn write<F: Flash>(
             anchor = 1 - anchor;
             slot = 0;
         } else if home.active() {
-            replace_roaming(st, anchor)?;
+            replace_anchor(st, anchor, true)?;
             fresh = anchor;
             at_home = true;
         } else {
-            replace_anchor(st, anchor)?;
+            replace_anchor(st, anchor, false)?;
             // The area worn out but for one block (bad or swapped out: failures): the anchors
             // leave it, and the pair becomes the home pair, starting with this checkpoint (not at a mount's restamp: before
             // replay, a free block of the table may hold what the journal wrote after it).
@@ -892,46 +892,46 @@ pub fn holds_checkpoint_of<F: Flash>(
     Ok(false)
 }
 
-/// Replaces anchor `anchor` (which failed) by a free block of the anchor area and retires it.
-fn replace_anchor<F: Flash>(st: &mut Store<F>, anchor: usize) -> Result<()> {
-    let area = ANCHOR_AREA.min(st.p().geometry.blocks);
-    let old = st.p().anchors[anchor];
-    // Never a block whose data was swapped to another physical block: mount reads the anchor
-    // area before it knows the swaps, so a checkpoint there would not be found.
-    let new = (0..area).find(|&b| {
-        !st.p().anchors.contains(&b)
-            && st.phys(b) == b
-            && matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
-    });
-    let Some(new) = new else {
-        // No spare: the previous checkpoint stays the valid one and the failed anchor stays
-        // in place to be tried again. While the area holds blocks that collection can empty
-        // (`Fs::anchor_spare_victim`), that is a lack of room (ENOSPC) until it has; with
-        // every other block of the area bad or swapped out, the area is worn out (EIO).
-        let can_empty = (0..area).any(|b| {
-            st.phys(b) == b && !matches!(st.block(b).state(), BlockState::Bad | BlockState::Anchor)
+/// Replaces member `i` of `pair` (the anchors, or the home pair), which failed, and retires
+/// it: by a free block of the anchor area, or with `outside`, by the least worn free block
+/// outside the area, erased (`NoSpace` when none is free).
+///
+/// A block of the area is never one whose data was swapped to another physical block: mount
+/// reads the anchor area before it knows the swaps, so a checkpoint there would not be found.
+/// With none free, the previous checkpoint stays the valid one and the failed block stays in
+/// place to be tried again. While the area holds blocks that collection can empty
+/// (`Fs::anchor_spare_victim`), that is a lack of room (ENOSPC) until it has; with every other
+/// block of the area bad or swapped out, the area is worn out (EIO).
+fn replace_in<F: Flash>(
+    st: &mut Store<F>,
+    pair: &mut [u32; 2],
+    i: usize,
+    outside: bool,
+) -> Result<()> {
+    let new = if outside {
+        st.pick_roaming_anchor()?.ok_or(Error::NoSpace)?
+    } else {
+        let area = ANCHOR_AREA.min(st.p().geometry.blocks);
+        let free = (0..area).find(|&b| {
+            st.phys(b) == b && matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
         });
-        return Err(if can_empty { Error::NoSpace } else { Error::Io });
+        match free {
+            Some(b) => b,
+            None if area_spares(st) > 0 => return Err(Error::NoSpace),
+            None => return Err(Error::Io),
+        }
     };
-    st.retire(old);
-    let mut p = st.p();
-    p.anchors[anchor] = new;
-    st.set_params(p);
+    st.retire(pair[i]);
+    pair[i] = new;
     st.set_state(new, BlockState::Anchor);
     Ok(())
 }
 
-/// Replaces anchor `anchor`, outside the anchor area or leaving it (a home pair is kept), which
-/// failed: by the least worn free block outside the area, erased; retires it. `NoSpace` when
-/// no block is free.
-fn replace_roaming<F: Flash>(st: &mut Store<F>, anchor: usize) -> Result<()> {
-    let old = st.p().anchors[anchor];
-    let new = st.pick_roaming_anchor()?.ok_or(Error::NoSpace)?;
-    st.retire(old);
+/// Replaces anchor `anchor`, which failed (see [`replace_in`]).
+fn replace_anchor<F: Flash>(st: &mut Store<F>, anchor: usize, outside: bool) -> Result<()> {
     let mut p = st.p();
-    p.anchors[anchor] = new;
+    replace_in(st, &mut p.anchors, anchor, outside)?;
     st.set_params(p);
-    st.set_state(new, BlockState::Anchor);
     Ok(())
 }
 
@@ -970,29 +970,6 @@ pub fn leave_area<F: Flash>(st: &mut Store<F>, home: &mut Home, newest: AnchorPo
     p.anchors = [a, b];
     st.set_params(p);
     Ok(true)
-}
-
-/// Replaces home block `h`, which failed, by a free block of the anchor area and retires it.
-/// With none: `ENOSPC` while collection can empty a block of the area, `EIO` when the rest
-/// of it is bad (see [`replace_anchor`]).
-fn replace_home<F: Flash>(st: &mut Store<F>, home: &mut Home, h: usize) -> Result<()> {
-    let area = ANCHOR_AREA.min(st.p().geometry.blocks);
-    let old = home.blocks[h];
-    let new = (0..area).find(|&b| {
-        !home.blocks.contains(&b)
-            && st.phys(b) == b
-            && matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
-    });
-    let Some(new) = new else {
-        let can_empty = (0..area).any(|b| {
-            st.phys(b) == b && !matches!(st.block(b).state(), BlockState::Bad | BlockState::Anchor)
-        });
-        return Err(if can_empty { Error::NoSpace } else { Error::Io });
-    };
-    st.retire(old);
-    home.blocks[h] = new;
-    st.set_state(new, BlockState::Anchor);
-    Ok(())
 }
 
 /// Writes the two copies of `cp`, numbered `number` and naming the home pair `home`, at `slot`
