@@ -752,9 +752,10 @@ pub fn write<F: Flash>(
         } else {
             replace_anchor(st, anchor, false)?;
             // The area worn out but for one block (bad or swapped out: failures): the anchors
-            // leave it, and the pair becomes the home pair, starting with this checkpoint (not at a mount's restamp: before
-            // replay, a free block of the table may hold what the journal wrote after it).
-            // (The home pair's next checkpoint starts the block just taken.)
+            // leave it, and the pair becomes the home pair, starting with this checkpoint
+            // (not at a mount's restamp: before replay, a free block of the table may hold
+            // what the journal wrote after it). The home pair's next checkpoint starts the
+            // block just taken.
             let newest = AnchorPos {
                 anchor: 1 - anchor,
                 slot: 0,

@@ -789,9 +789,9 @@ fn worn_area_nor() -> SimFlash {
 }
 
 /// An anchor that fails and leaves the anchor area with one block to spare takes the anchors
-/// out of the area, to blocks anywhere on the device; an anchor that fails then is replaced by any
-/// free block, again and again: each checkpoint succeeds, and a remount finds the newest through the home pair the
-/// area keeps. (Before, an anchor failing with no free block left in the area made every
+/// out of the area, to blocks anywhere on the device; an anchor that fails then is replaced by
+/// any free block, again and again: each checkpoint succeeds, and a remount finds the newest
+/// through the home pair the area keeps. (Before, an anchor failing with no free block left in the area made every
 /// later checkpoint fail with `EIO`: the model test with faults, SLC seeds 4022, 4026, 4041
 /// and five more at 1,000 operations.)
 #[test]
