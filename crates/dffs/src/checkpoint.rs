@@ -585,12 +585,7 @@ pub fn cut_attempt_after<F: Flash>(
             }
             return Ok(false);
         }
-        let per = slots_per_block(&p);
-        let hb = home.blocks[home.pos.anchor];
-        if home.pos.slot + 3 < per && slot_used(st, hb, home.pos.slot + 2, p.cp_slot)? {
-            return Ok(true);
-        }
-        return first_slot_attempt(st, home.blocks[1 - home.pos.anchor], chosen);
+        return written_after(st, home.blocks, home.pos, chosen);
     }
     pair_attempt_after(st, st.p().anchors, pos, chosen)
 }
@@ -613,7 +608,6 @@ fn pair_attempt_after<F: Flash>(
     chosen: u64,
 ) -> Result<bool> {
     let p = st.p();
-    let per = slots_per_block(&p);
     let block = pair[pos.anchor];
     // (A clean unmount's checkpoint cut in its first copy read valid at the recovery, which
     // took it and wrote on; the next mount read it invalid and went back to the checkpoint
@@ -623,7 +617,21 @@ fn pair_attempt_after<F: Flash>(
         Some(cp) if cp.cp_number == chosen => {}
         _ => return Ok(true),
     }
-    if pos.slot + 3 < per && slot_used(st, block, pos.slot + 2, p.cp_slot)? {
+    written_after(st, pair, pos, chosen)
+}
+
+/// Whether the pair `pair` was written after the checkpoint at `pos`, numbered `chosen` or
+/// older: the pair of slots after it in its block is used, or the other block's first slot
+/// holds an attempt ([`first_slot_attempt`]).
+fn written_after<F: Flash>(
+    st: &mut Store<F>,
+    pair: [u32; 2],
+    pos: AnchorPos,
+    chosen: u64,
+) -> Result<bool> {
+    let p = st.p();
+    let per = slots_per_block(&p);
+    if pos.slot + 3 < per && slot_used(st, pair[pos.anchor], pos.slot + 2, p.cp_slot)? {
         return Ok(true);
     }
     first_slot_attempt(st, pair[1 - pos.anchor], chosen)

@@ -293,15 +293,21 @@ fn anchor_blocks_that_go_bad_are_replaced() {
         }
         assert!(fs.fsck().unwrap().is_clean());
         // And after a power cut (no clean unmount) too.
-        let data = content(9, 3000);
-        let ino = write_file(&mut fs, "late", &data);
-        let mut dev = fs.into_flash();
-        dev.power_off();
-        dev.power_up();
-        let mut fs = Fs::mount(dev, Config::default()).unwrap();
-        assert_eq!(read_range(&mut fs, ino, 0, 4000).unwrap(), data);
-        assert!(fs.fsck().unwrap().is_clean());
+        a_synced_file_survives_a_cut(fs);
     }
+}
+
+/// Writes and syncs a file, cuts the power, and checks that the file reads back after the
+/// next mount and that fsck is clean.
+fn a_synced_file_survives_a_cut(mut fs: Fs<SimFlash>) {
+    let data = content(9, 3000);
+    let ino = write_file(&mut fs, "late", &data);
+    let mut dev = fs.into_flash();
+    dev.power_off();
+    dev.power_up();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    assert_eq!(read_range(&mut fs, ino, 0, 4000).unwrap(), data);
+    assert!(fs.fsck().unwrap().is_clean());
 }
 
 /// Writes 12,000-byte files `f0`, `f1`, … until the device says ENOSPC (the file that did not
@@ -833,14 +839,7 @@ fn anchors_that_left_a_worn_anchor_area_are_replaced_anywhere() {
     failed.sort_unstable();
     assert_eq!(fs.flash().grown_bad_blocks(), failed);
     // And after a power cut (no clean unmount).
-    let data = content(9, 3000);
-    let ino = write_file(&mut fs, "late", &data);
-    let mut dev = fs.into_flash();
-    dev.power_off();
-    dev.power_up();
-    let mut fs = Fs::mount(dev, Config::default()).unwrap();
-    assert_eq!(read_range(&mut fs, ino, 0, 4000).unwrap(), data);
-    assert!(fs.fsck().unwrap().is_clean());
+    a_synced_file_survives_a_cut(fs);
 }
 
 /// What a workload leaves: the files synced (inode, contents), the device, and the error that
