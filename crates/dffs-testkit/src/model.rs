@@ -35,6 +35,20 @@ pub fn room_for_files(good_blocks: u64, block_size: u64) -> u64 {
     good_blocks.saturating_sub(FIXED_BLOCKS) * block_size
 }
 
+/// Blocks more that DFFS keeps once its anchors have left the anchor area (worn out by
+/// failures, or wearing faster than the device): the home pair there (DESIGN §10, §11).
+pub const HOME_BLOCKS: u64 = 2;
+
+/// The good blocks of a device of `good_blocks` that count for [`room_for_files`]: without the
+/// home pair's when the anchors (`anchors`) lie outside the anchor area of `area` blocks.
+pub fn good_for_files(good_blocks: u64, anchors: [u32; 2], area: u32) -> u64 {
+    if anchors.iter().all(|&a| a >= area) {
+        good_blocks.saturating_sub(HOME_BLOCKS)
+    } else {
+        good_blocks
+    }
+}
+
 /// A whole tree: absolute path ("/a/b") → node. The root is implicit. Names of one file (hard
 /// links) share an identity in `files`; two models are equal when their nodes are and the
 /// same names are names of one file (whatever the identities' numbers).

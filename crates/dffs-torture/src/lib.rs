@@ -220,7 +220,7 @@ pub struct FaultCounts {
 
 // The ENOSPC bound is the model test's too (`DFFS_NOSPACE_DEBUG=1` prints each ENOSPC with the
 // file system's block summary).
-pub use dffs_testkit::model::{room_for_files, FIXED_BLOCKS, NOSPACE_FLOOR};
+pub use dffs_testkit::model::{good_for_files, room_for_files, FIXED_BLOCKS, NOSPACE_FLOOR};
 
 /// Operations the workload runs on in the session that recovered from a cut, before the tree
 /// is compared with the model again after a clean remount.
@@ -393,10 +393,12 @@ impl Exec {
         let dev = self.fs().flash();
         let g = dev.preset().geometry;
         let bad = dev.factory_bad_blocks().len() + dev.grown_bad_blocks().len();
-        let room = room_for_files(
+        let good = good_for_files(
             (g.blocks as usize).saturating_sub(bad) as u64,
-            g.block_size() as u64,
+            self.fs().params().anchors,
+            dffs::format::params::ANCHOR_AREA,
         );
+        let room = room_for_files(good, g.block_size() as u64);
         // A device whose bad blocks left no room for files at all (16 MLC blocks with faults,
         // campaign seeds 9600-9604) may refuse anything: it is full however little it holds.
         let fill = if room == 0 {

@@ -565,10 +565,12 @@ fn synced_files_survive_transient_bit_flips_over_20_seeds() {
 }
 
 /// After a power cut the mount owes a recovery checkpoint (the journal starts over with it)
-/// before anything else is written. When that checkpoint fails (here: no block of the anchor
-/// area erases, so it cannot be recorded), later writes must fail too, or be durable once
-/// synced. They used to succeed, and what a sync had made "durable" was gone after the next
-/// power cut (they were journaled where no checkpoint leads).
+/// before anything else is written. When that checkpoint fails, later writes must fail too,
+/// or be durable once synced. They used to succeed, and what a sync had made "durable" was
+/// gone after the next power cut (they were journaled where no checkpoint leads). Here no
+/// block of the anchor area erases: the checkpoint cannot start a block, and goes after the
+/// used pairs of the anchor that holds the last one (DESIGN.md §11; before, it failed with
+/// `EIO`, as it still does once that anchor is full).
 #[test]
 fn writes_after_a_failed_recovery_checkpoint_fail_or_last() {
     let mut fs = Fs::mount(device(24, SimOptions::seeded(13)), Config::default()).unwrap();
@@ -579,17 +581,17 @@ fn writes_after_a_failed_recovery_checkpoint_fail_or_last() {
         dev.fail_next_erase_of(b).unwrap();
     }
     let mut fs = Fs::mount(dev, Config::default()).unwrap();
-    assert_eq!(
-        fs.mkdir(ROOT_INO, b"d1", 0o755, 0, 0).map(|_| ()),
-        Err(Error::Io),
-        "the recovery checkpoint cannot be written"
-    );
+    let d1 = fs.mkdir(ROOT_INO, b"d1", 0o755, 0, 0).map(|_| ());
+    assert!(matches!(d1, Ok(()) | Err(Error::Io)), "{d1:?}");
     let d2 = fs.mkdir(ROOT_INO, b"d2", 0o755, 0, 0).map(|_| ());
     let f3 = fs.create(ROOT_INO, b"f3", 0o644, 0, 0).map(|_| ());
     fs.sync().unwrap();
     // Power cut: whatever succeeded and was synced must be there.
     let mut fs = Fs::mount(fs.into_flash(), Config::default()).unwrap();
     assert_eq!(read_range(&mut fs, before_ino, 0, 6_000).unwrap(), before);
+    if d1.is_ok() {
+        assert!(fs.lookup(ROOT_INO, b"d1").is_ok(), "synced mkdir lost");
+    }
     if d2.is_ok() {
         assert!(fs.lookup(ROOT_INO, b"d2").is_ok(), "synced mkdir lost");
     }
@@ -781,13 +783,7 @@ fn worn_area_device() -> SimFlash {
 /// others fail every erase, and format retires them). An anchor sector holds two checkpoints,
 /// so the home pair is started again every second move.
 fn worn_area_nor() -> SimFlash {
-    let p = preset("nor-qspi-16m")
-        .unwrap()
-        .with_erase_size(4096)
-        .unwrap()
-        .with_size_bytes(512 << 10)
-        .unwrap();
-    let mut dev = SimFlash::with_options(p, SimOptions::default()).unwrap();
+    let mut dev = SimFlash::with_options(nor_512k(), SimOptions::default()).unwrap();
     for b in 4..dffs::format::params::ANCHOR_AREA {
         dev.fail_block(b).unwrap();
     }
@@ -871,21 +867,27 @@ fn roaming_anchor_workload(mut fs: Fs<SimFlash>, failures: usize) -> WorkloadEnd
             }
         }
         let data = content(900 + k, 200 + (k as usize % 5) * 150);
-        let r = try_write_file(&mut fs, &format!("f{k}"), &data).and_then(|ino| {
-            let fh = fs.open(ino, OpenFlags::READ)?;
-            fs.fsync(fh)?;
-            fs.close(fh)?;
-            Ok(ino)
-        });
-        match r {
-            Ok(ino) => synced.push((ino, data)),
-            Err(e) => return (synced, fs.into_flash(), Some(e)),
-        }
-        if let Err(e) = fs.checkpoint() {
+        if let Err(e) = synced_file_then_checkpoint(&mut fs, &mut synced, &format!("f{k}"), data) {
             return (synced, fs.into_flash(), Some(e));
         }
     }
     (synced, fs.into_flash(), None)
+}
+
+/// One step of the anchor workloads: file `name` created with `data` and synced (then added to
+/// `synced`), and a checkpoint.
+fn synced_file_then_checkpoint(
+    fs: &mut Fs<SimFlash>,
+    synced: &mut Vec<(Ino, Vec<u8>)>,
+    name: &str,
+    data: Vec<u8>,
+) -> Result<(), Error> {
+    let ino = try_write_file(fs, name, &data)?;
+    let fh = fs.open(ino, OpenFlags::READ)?;
+    fs.fsync(fh)?;
+    fs.close(fh)?;
+    synced.push((ino, data));
+    fs.checkpoint()
 }
 
 /// Power cuts at every program and erase (every third in the default run;
@@ -895,7 +897,7 @@ fn roaming_anchor_workload(mut fs: Fs<SimFlash>, failures: usize) -> WorkloadEnd
 /// after a clean remount.
 #[test]
 fn power_cuts_while_anchors_outside_the_area_are_replaced() {
-    roaming_anchor_cuts(worn_area_device, 3);
+    roaming_anchor_cuts(worn_area_device, |fs| roaming_anchor_workload(fs, 3), 3);
 }
 
 /// [`power_cuts_while_anchors_outside_the_area_are_replaced`] on 4 KiB NOR sectors, where the
@@ -903,10 +905,76 @@ fn power_cuts_while_anchors_outside_the_area_are_replaced() {
 /// blocks started).
 #[test]
 fn power_cuts_while_anchors_outside_the_area_are_replaced_nor() {
-    roaming_anchor_cuts(worn_area_nor, 5);
+    roaming_anchor_cuts(worn_area_nor, |fs| roaming_anchor_workload(fs, 5), 5);
 }
 
-fn roaming_anchor_cuts(device: fn() -> SimFlash, failures: usize) {
+/// 512 KiB of 4 KiB NOR sectors.
+fn nor_512k() -> dffs_sim::Preset {
+    preset("nor-qspi-16m")
+        .unwrap()
+        .with_erase_size(4096)
+        .unwrap()
+        .with_size_bytes(512 << 10)
+        .unwrap()
+}
+
+/// 512 KiB of healthy 4 KiB NOR sectors, formatted.
+fn small_nor() -> SimFlash {
+    Fs::format(
+        SimFlash::new(nor_512k()).unwrap(),
+        &FormatOptions::default(),
+    )
+    .unwrap()
+}
+
+/// Files of a few hundred bytes written, synced and followed by a checkpoint one after the
+/// other on a healthy device, until the anchors have left the anchor area for wear (it wears
+/// faster than the device: DESIGN §10) and then moved `moves` times outside it. Returns what
+/// [`roaming_anchor_workload`] does.
+fn anchor_wear_workload(mut fs: Fs<SimFlash>, moves: usize) -> WorkloadEnd {
+    let area = dffs::format::params::ANCHOR_AREA;
+    let mut synced = Vec::new();
+    let mut last = fs.params().anchors;
+    let mut seen = 0;
+    for k in 0..1000u32 {
+        let now = fs.params().anchors;
+        if now != last && now.iter().all(|&a| a >= area) {
+            seen += 1;
+            if seen > moves {
+                break;
+            }
+        }
+        last = now;
+        let data = content(1300 + k, 100 + (k as usize % 7) * 90);
+        if let Err(e) = synced_file_then_checkpoint(&mut fs, &mut synced, &format!("w{k}"), data) {
+            return (synced, fs.into_flash(), Some(e));
+        }
+    }
+    assert!(
+        seen > moves,
+        "the anchors moved {seen} times outside the area"
+    );
+    (synced, fs.into_flash(), None)
+}
+
+/// Power cuts at every program and erase (every third in the default run;
+/// `DFFS_ROAMING_CUT_STEP=1` for all) while the anchors of a healthy device leave an anchor
+/// area that wears faster than the device and move over the device for wear, both at once,
+/// each move written to the home pair: after each cut the device mounts, every file synced
+/// before the cut reads back, fsck is clean, and so again after a clean remount.
+#[test]
+fn power_cuts_while_anchors_move_for_wear() {
+    roaming_anchor_cuts(small_nor, |fs| anchor_wear_workload(fs, 4), 0);
+}
+
+/// Runs `workload` on a fresh `device` to its end (`failures` blocks grown bad), then again
+/// with a power cut after each of its programs and erases in turn (see
+/// [`power_cuts_while_anchors_outside_the_area_are_replaced`]).
+fn roaming_anchor_cuts(
+    device: fn() -> SimFlash,
+    workload: impl Fn(Fs<SimFlash>) -> WorkloadEnd,
+    failures: usize,
+) {
     let env = |name: &str, default: u64| {
         std::env::var(name)
             .ok()
@@ -915,7 +983,7 @@ fn roaming_anchor_cuts(device: fn() -> SimFlash, failures: usize) {
     };
     let fresh = || Fs::mount(device(), Config::default()).unwrap();
     let grown_before = device().grown_bad_blocks().len();
-    let (files, dev, err) = roaming_anchor_workload(fresh(), failures);
+    let (files, dev, err) = workload(fresh());
     assert!(err.is_none(), "{err:?}");
     assert_eq!(
         dev.grown_bad_blocks().len(),
@@ -929,11 +997,11 @@ fn roaming_anchor_cuts(device: fn() -> SimFlash, failures: usize) {
         env("DFFS_ROAMING_CUT_STEP", 3),
         env("DFFS_ROAMING_CUT_FROM", 1),
     );
-    let mut cuts = 0;
+    let (mut cuts, mut lost, mut most_lost) = (0, 0u64, 0u32);
     while cut < ops {
         let mut fs = fresh();
         fs.flash_mut().cut_power_after(cut);
-        let (synced, mut dev, err) = roaming_anchor_workload(fs, failures);
+        let (synced, mut dev, err) = workload(fs);
         assert!(matches!(err, Some(Error::PowerLoss)), "cut {cut}: {err:?}");
         dev.power_off();
         dev.power_up();
@@ -945,6 +1013,16 @@ fn roaming_anchor_cuts(device: fn() -> SimFlash, failures: usize) {
             assert_eq!(&got, want, "cut {cut}: file {ino}");
         }
         assert!(fs.fsck().unwrap().is_clean(), "cut {cut}");
+        // Erases the file system's counts miss, against the device's own counters (which
+        // they equal without cuts), over the blocks that work.
+        let counted = fs.erase_counts().unwrap();
+        let grown = fs.flash().grown_bad_blocks();
+        for (b, (&real, &seen)) in fs.flash().erase_counts().iter().zip(&counted).enumerate() {
+            if !grown.contains(&(b as u32)) {
+                lost += real.saturating_sub(seen) as u64;
+                most_lost = most_lost.max(real.saturating_sub(seen));
+            }
+        }
         let dev = fs
             .unmount()
             .unwrap_or_else(|e| panic!("cut {cut}: unmount: {e:?}"));
@@ -956,6 +1034,10 @@ fn roaming_anchor_cuts(device: fn() -> SimFlash, failures: usize) {
         cuts += 1;
         cut += step;
     }
-    eprintln!("{cuts} cuts over {ops} operations, {} files", files.len());
+    eprintln!(
+        "{cuts} cuts over {ops} operations, {} files; {lost} erase counts lost (at most \
+         {most_lost} of one block)",
+        files.len()
+    );
     assert!(cuts > 100, "{cuts} cuts");
 }

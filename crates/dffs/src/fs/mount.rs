@@ -17,6 +17,7 @@ use crate::fs::checkpoint::CheckpointNeed;
 use crate::fs::{Clock, Config, Fs, NoClock};
 use crate::index::dir::{DirRoot, Dirs};
 use crate::index::inode_map::{InodeMap, MapEntry};
+use crate::journal::record::ERASED;
 use crate::journal::tag_commits::{self, TagCommit, TagScan};
 use crate::journal::{JournalScan, Record, ScanStart, Tid};
 use crate::store::{decode_page, BlockInfo, BlockRecord, BlockState, Phase, Priority, Store};
@@ -482,6 +483,14 @@ impl<F: Flash> Fs<F> {
         // The announced blocks replay found nothing in: an erase since the checkpoint shows
         // in their first page (FORMAT.md §12). Each block once: an anchor named twice was
         // erased once.
+        // (Blocks recorded as erased already count whatever their first page holds.)
+        for &b in erasing.iter().filter(|&&b| b & ERASED != 0) {
+            let b = b & !ERASED;
+            if b < self.store.block_count() {
+                self.store.count_replayed_erase(b);
+            }
+        }
+        erasing.retain(|&b| b & ERASED == 0);
         crate::sort::sort(&mut erasing);
         erasing.dedup();
         self.store.count_announced_erases(&erasing, cp.next_seq)?;

@@ -176,7 +176,9 @@ pub enum Record {
     },
     /// `blocks`, free and not known to be erased, may be erased before the next checkpoint: a
     /// mount after a power cut reads the first page of each that the checkpoint calls free,
-    /// and counts an erase when it holds nothing written before the checkpoint.
+    /// and counts an erase when it holds nothing written before the checkpoint. An entry
+    /// with [`ERASED`] set names a block erased already, whose erase is counted whatever its
+    /// first page holds.
     Erasing {
         /// The blocks (at most [`MAX_ERASING`]).
         blocks: Vec<u32>,
@@ -185,6 +187,12 @@ pub enum Record {
 
 /// Most blocks one `Erasing` record names.
 pub const MAX_ERASING: usize = 64;
+
+/// Bit of an `Erasing` entry: the block was erased before the record was written. Such a block
+/// (taken to be an anchor outside the anchor area) stays erased until a later checkpoint
+/// starts it, and an erased first page proves no erase otherwise (a free block may never have
+/// been written).
+pub const ERASED: u32 = 1 << 31;
 
 fn put_name(w: &mut Writer, name: &[u8]) {
     w.u8(name.len() as u8).bytes(name);

@@ -25,7 +25,7 @@
 
 use alloc::vec::Vec;
 
-use super::record::{Record, MAX_ERASING};
+use super::record::{Record, ERASED, MAX_ERASING};
 use crate::error::{Error, Result};
 use crate::format::node::{self, NodeBuilder, Probe};
 use crate::format::params::{Addr, LogKind};
@@ -234,15 +234,44 @@ impl JournalWriter {
             let rec = Record::Erasing {
                 blocks: chunk.to_vec(),
             };
-            match self.append_record(st, &rec, prio) {
-                Ok(_) => {}
-                Err(Error::NoSpace) => return Ok(()),
-                Err(e) => return Err(e),
+            if !self.append_flushed(st, &rec, prio)? {
+                return Ok(());
             }
-            self.flush(st)?;
             st.announce(chunk);
         }
         Ok(())
+    }
+
+    /// Appends `rec` and makes it durable; false (nothing written) when the journal has no
+    /// room for it.
+    fn append_flushed<F: Flash>(
+        &mut self,
+        st: &mut Store<F>,
+        rec: &Record,
+        prio: Priority,
+    ) -> Result<bool> {
+        match self.append_record(st, rec, prio) {
+            Ok(_) => {}
+            Err(Error::NoSpace) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        self.flush(st)?;
+        Ok(true)
+    }
+
+    /// Records that `blocks` were erased (entries with [`ERASED`]), so that a mount after a
+    /// power cut before the next checkpoint counts their erases. Nothing when the journal has
+    /// no room for the record.
+    pub fn record_erased<F: Flash>(
+        &mut self,
+        st: &mut Store<F>,
+        blocks: &[u32],
+        prio: Priority,
+    ) -> Result<()> {
+        let rec = Record::Erasing {
+            blocks: blocks.iter().map(|&b| b | ERASED).collect(),
+        };
+        self.append_flushed(st, &rec, prio).map(|_| ())
     }
 
     /// Starts the journal for a checkpoint (after format, a recovery, or when the current

@@ -132,6 +132,17 @@ pub struct WlFigures {
 }
 
 impl WlFigures {
+    /// Erase-count spread that triggers static wear leveling (DESIGN §10): a twentieth of the
+    /// mean erase count, at least 4.
+    pub fn threshold(&self) -> u32 {
+        ((self.sum / (20 * self.n.max(1))).min(u32::MAX as u64) as u32).max(4)
+    }
+
+    /// Whether erase count `ec` is more than `margin` above the mean.
+    pub fn above_mean(&self, ec: u32, margin: u32) -> bool {
+        self.n > 0 && ec as u64 * self.n > self.sum + margin as u64 * self.n
+    }
+
     /// Counts block `b` of record `e` and erase count `ec` (as a candidate for the coldest
     /// only if `candidate`).
     pub fn add(&mut self, b: u32, e: BlockInfo, ec: u32, candidate: bool) {

@@ -315,13 +315,14 @@ impl<F: Flash> Store<F> {
     /// worn the allocator would take), erased, if there is one: mount reads its slots before
     /// it knows what a journal wrote after the checkpoint, so old contents must not look like
     /// a checkpoint attempt. A block whose erase fails is retired, and the next one tried.
-    pub fn pick_roaming_anchor(&mut self) -> Result<Option<u32>> {
+    /// Only a block erased fewer than `below` times is taken.
+    pub fn pick_roaming_anchor(&mut self, below: u32) -> Result<Option<u32>> {
         let area = ANCHOR_AREA.min(self.table.len());
         for _ in 0..3 {
             let Some(b) = self.pick_free(false)? else {
                 return Ok(None);
             };
-            if b < area || self.phys(b) != b {
+            if b < area || self.phys(b) != b || self.wear(b)?.ec >= below {
                 return Ok(None);
             }
             if self.table.get(b).state() == BlockState::Erased || self.erase_block(b)? {

@@ -11,12 +11,6 @@ use crate::fs::Fs;
 use crate::store::{BlockState, ANCHOR_SPARES};
 use dffs_flash::Flash;
 
-/// Erase-count spread that triggers static wear leveling: a twentieth of the mean erase count
-/// of `n` blocks erased `sum` times in all, at least 4.
-pub(crate) fn wl_threshold(sum: u64, n: u64) -> u32 {
-    ((sum / (20 * n.max(1))).min(u32::MAX as u64) as u32).max(4)
-}
-
 /// A victim's cost-benefit score, the exact fraction `num / den` (integer arithmetic: a
 /// Cortex-M4F has no double-precision unit, and the software routines cost 2.6 KiB of code).
 #[derive(Clone, Copy, Debug)]
@@ -80,7 +74,7 @@ impl<F: Flash> Fs<F> {
         if f.n == 0 {
             return Ok(None);
         }
-        let th = wl_threshold(f.sum, f.n);
+        let th = f.threshold();
         let (mn, cand) = match f.coldest {
             Some((ec, b)) => (ec, Some(b)),
             None => (u32::MAX, None),
