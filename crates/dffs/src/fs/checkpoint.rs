@@ -516,6 +516,9 @@ impl<F: Flash> Fs<F> {
             }
         }
         let mut pages = Vec::new();
+        // The pages not written whose erase counts RAM does not cache: their changed records
+        // stay in RAM's backlog after the checkpoint.
+        let mut kept: Vec<(u32, u32)> = Vec::new();
         for i in 0..count {
             if whole(i) {
                 pages.push(i);
@@ -527,7 +530,27 @@ impl<F: Flash> Fs<F> {
                     at_taken -= 1;
                 }
                 pages.push(i);
+            } else if c > 0 && !self.store.bt_page_cached(i) {
+                kept.push((c, i));
             }
+        }
+        // What a checkpoint leaves in that backlog must stay well below the level that calls
+        // for one (`maybe_checkpoint`): the pages with the most such records are written until
+        // at most half of it is left. (Delta nodes carried up to their own limit, more than
+        // that level with a cache of one page: on 16 MiB of 4 KiB NOR sectors in the smallest
+        // configuration, every operation after such a checkpoint called for the next, more
+        // than three checkpoints for each file created, synced and removed.)
+        let cap = (WEAR_BACKLOG * self.cfg.max_dirty / 2) as u32;
+        let mut backlog: u32 = kept.iter().map(|k| k.0).sum();
+        if backlog > cap {
+            crate::sort::sort(&mut kept);
+            while backlog > cap {
+                let Some((c, i)) = kept.pop() else { break };
+                pages.push(i);
+                carried -= c;
+                backlog -= c;
+            }
+            crate::sort::sort(&mut pages);
         }
         (pages, carried)
     }

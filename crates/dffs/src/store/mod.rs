@@ -929,6 +929,12 @@ impl<F: Flash> Store<F> {
         self.table.page_forced(i)
     }
 
+    /// Whether RAM caches the wear of block-table page `i` (the changed erase counts of a page
+    /// it does not cache are kept apart: [`Store::wear_backlog`]).
+    pub fn bt_page_cached(&self, i: u32) -> bool {
+        self.table.cached_page(i).is_some()
+    }
+
     /// Records of block-table page `i` that differ from the page on flash.
     pub fn bt_page_changed(&self, i: u32) -> u32 {
         self.table.page_changed(i)
