@@ -942,22 +942,31 @@ pub fn level_roaming_anchor<F: Flash>(
             return Ok(false);
         }
     }
-    let Some(a) = st.pick_roaming_anchor(wec.saturating_sub(1))? else {
-        return Ok(false);
-    };
-    st.set_state(a, BlockState::Anchor);
-    let Some(b) = st.pick_roaming_anchor(wec.saturating_sub(1))? else {
-        st.set_state(a, BlockState::Erased);
+    let Some(pair) = take_roaming_pair(st, wec.saturating_sub(1))? else {
         return Ok(false);
     };
     let mut p = st.p();
     for old in p.anchors {
         st.set_state(old, BlockState::PendingErase);
     }
-    p.anchors = [a, b];
+    p.anchors = pair;
     st.set_params(p);
-    st.set_state(b, BlockState::Anchor);
     Ok(true)
+}
+
+/// Two free blocks outside the anchor area erased fewer than `below` times, erased and marked
+/// `Anchor` ([`Store::pick_roaming_anchor`]); none taken when two cannot be had.
+fn take_roaming_pair<F: Flash>(st: &mut Store<F>, below: u32) -> Result<Option<[u32; 2]>> {
+    let Some(a) = st.pick_roaming_anchor(below)? else {
+        return Ok(None);
+    };
+    st.set_state(a, BlockState::Anchor);
+    let Some(b) = st.pick_roaming_anchor(below)? else {
+        st.set_state(a, BlockState::Erased);
+        return Ok(None);
+    };
+    st.set_state(b, BlockState::Anchor);
+    Ok(Some([a, b]))
 }
 
 /// Whether a free block of the anchor area has a programmed first slot: a checkpoint that moved
@@ -1085,22 +1094,16 @@ pub fn area_spares<F: Flash>(st: &Store<F>) -> usize {
 /// anchors, and the two anchors the home pair, whose newest checkpoint is at `newest`.
 /// False (nothing changed) when two such blocks cannot be had.
 pub fn leave_area<F: Flash>(st: &mut Store<F>, home: &mut Home, newest: AnchorPos) -> Result<bool> {
-    let Some(a) = st.pick_roaming_anchor(u32::MAX)? else {
+    let Some(pair) = take_roaming_pair(st, u32::MAX)? else {
         return Ok(false);
     };
-    st.set_state(a, BlockState::Anchor);
-    let Some(b) = st.pick_roaming_anchor(u32::MAX)? else {
-        st.set_state(a, BlockState::Erased);
-        return Ok(false);
-    };
-    st.set_state(b, BlockState::Anchor);
     let mut p = st.p();
     *home = Home {
         blocks: p.anchors,
         pos: newest,
         holds_newest: true,
     };
-    p.anchors = [a, b];
+    p.anchors = pair;
     st.set_params(p);
     Ok(true)
 }
