@@ -484,6 +484,13 @@ impl Params {
         }
     }
 
+    /// Whether the device has few large blocks (64 to 511 erase blocks of 32 KiB or more),
+    /// where every free block the pool keeps idle is a large share of the room collection
+    /// works with (see `Fs::pool_levels`). Smaller devices keep the wider margins.
+    pub fn few_large_blocks(&self) -> bool {
+        (64..512).contains(&self.geometry.blocks) && self.geometry.block_size() >= 32 * 1024
+    }
+
     /// The head a log kind writes to.
     pub fn head_of(&self, kind: LogKind) -> usize {
         match self.heads {

@@ -78,8 +78,7 @@ impl<F: Flash> Fs<F> {
                 (self.store.pending_blocks() > 0, self.txn.open.is_none())
             }
             CheckpointNeed::GcBackground => {
-                let p = self.store.p();
-                let urgent_low = self.store.reserve_blocks() + p.head_count() as u32 + 2;
+                let urgent_low = self.pool_levels().urgent;
                 let pending = self.store.pending_blocks();
                 // Collected blocks wait for a checkpoint that gives back four times what it
                 // writes (`cp_need_blocks` less the journal's next block and the slack): on

@@ -78,6 +78,17 @@ const KEPT_MAX: usize = 16;
 /// written after a single check of the room for copies.
 const INDEX_BATCH: usize = 32;
 
+/// Free-block levels of the pool ([`Fs::pool_levels`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PoolLevels {
+    /// At or below it, background collection releases every block it collects at once.
+    pub urgent: u32,
+    /// At or below it, background collection runs after every operation.
+    pub background: u32,
+    /// Above it, static wear leveling may move a cold block.
+    pub leveling: u32,
+}
+
 /// What [`Fs::gc_step`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GcReport {
@@ -115,19 +126,49 @@ impl<F: Flash> Fs<F> {
         })
     }
 
-    /// Free blocks below which background collection runs: the reserve, the heads, two, and a
-    /// window of a thirty-second of the device (at least 4), so that bounded steps keep up
-    /// with writes. The window holds two big batches of collected blocks waiting for their
-    /// checkpoint and the second checkpoint's need (`release_batches`, `cp_need_two`), up to
-    /// a sixteenth of the device, on devices of 512 blocks or more: below `two` above the
-    /// urgent level a checkpoint is taken for every small batch. (With a thirty-second
-    /// alone, `dffs bench nor --quick`'s synced random writes on 2 MiB of 4 KiB sectors kept
-    /// the pool there and checkpointed every four writes: 4 KiB at 43% of raw, 53% with the
-    /// batches' window. Uncapped, collection started earlier, with less dead data in its
-    /// victims; on 128 blocks the window left the torture's full devices wedged more often.)
+    /// Free blocks below which background collection runs (see [`PoolLevels`]).
     pub(crate) fn background_low(&self) -> u32 {
+        self.pool_levels().background
+    }
+
+    /// The free-pool levels that start collection, make it release every block it collects,
+    /// and allow static wear leveling.
+    ///
+    /// Above the reserve (`Store::reserve_blocks`, which holds the next checkpoints' need) the
+    /// pool keeps a margin: one block per head and two (the urgent level), then a window of a
+    /// thirty-second of the device (at least 4), so that bounded steps keep up with writes.
+    /// The window holds two big batches of collected blocks waiting for their checkpoint and
+    /// the second checkpoint's need (`release_batches`, `cp_need_two`), up to a sixteenth of
+    /// the device, on devices of 512 blocks or more: below `two` above the urgent level a
+    /// checkpoint is taken for every small batch. (With a thirty-second alone, `dffs bench nor
+    /// --quick`'s synced random writes on 2 MiB of 4 KiB sectors kept the pool there and
+    /// checkpointed every four writes: 4 KiB at 43% of raw, 53% with the batches' window.
+    /// Uncapped, collection started earlier, with less dead data in its victims; on 128 blocks
+    /// the window left the torture's full devices wedged more often.)
+    ///
+    /// Devices of few large blocks (fewer than 512 blocks of 32 KiB or more) keep two blocks
+    /// above the reserve and a window of a hundred-and-twenty-eighth of the device (at least
+    /// 2): every free block idle is room collection cannot use, and there the margin above
+    /// took 17 of 256 blocks of 64 KiB NOR, half of what synced random writes at 80% fill have
+    /// beyond the file (4 KiB at 23.4 KB/s, 30.6 with the smaller margin; DESIGN §9.3).
+    /// Static wear leveling runs while the pool is above its level: four blocks below the
+    /// background level (a sixty-fourth of the device on the others), and never within four
+    /// of the floor of copies.
+    pub(crate) fn pool_levels(&self) -> PoolLevels {
         let p = self.store.p();
         let blocks = p.geometry.blocks;
+        let reserve = self.store.reserve_blocks();
+        let floor = self.store.log_floor() + 4;
+        if p.few_large_blocks() {
+            let urgent = reserve + 2;
+            let background = urgent + (blocks / 128).max(2);
+            return PoolLevels {
+                urgent,
+                background,
+                leveling: background.saturating_sub(4).max(floor),
+            };
+        }
+        let urgent = reserve + p.head_count() as u32 + 2;
         let batches = if blocks < 512 {
             0
         } else {
@@ -135,7 +176,11 @@ impl<F: Flash> Fs<F> {
             (2 * self.release_batches(k).1 + two).min(blocks / 16)
         };
         let window = (blocks / 32).max(4).max(batches);
-        self.store.reserve_blocks() + p.head_count() as u32 + 2 + window
+        PoolLevels {
+            urgent,
+            background: urgent + window,
+            leveling: (urgent + (blocks / 64).max(4)).max(floor),
+        }
     }
 
     /// Background collection after an operation: a bounded step when free blocks run low.

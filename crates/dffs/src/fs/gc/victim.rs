@@ -30,19 +30,14 @@ impl Score {
 
 impl<F: Flash> Fs<F> {
     /// Whether static wear leveling should move a cold block now (only with free blocks to
-    /// spare: leveling is never urgent): a sixty-fourth of the device (at least 4) above the
-    /// reserve and the heads, and four above the floor of copies. Moves started just above the
-    /// reserve took the room collection and checkpoints needed on small devices (4 KiB NOR
-    /// chained cuts: 12-14 of 120 chains ran out of space against 8 before leveling ran at
-    /// all); a thirty-second of the device, where background collection starts, held leveling
-    /// back on `dffs bench wear` (+15% above the mean against +9%).
+    /// spare: leveling is never urgent): above the pool's leveling level
+    /// ([`Fs::pool_levels`]). Moves started just above the reserve took the room collection
+    /// and checkpoints needed on small devices (4 KiB NOR chained cuts: 12-14 of 120 chains
+    /// ran out of space against 8 before leveling ran at all); a thirty-second of the device,
+    /// where background collection starts, held leveling back on `dffs bench wear` (+15%
+    /// above the mean against +9%).
     pub(crate) fn wl_due(&mut self) -> Result<bool> {
-        let p = self.store.p();
-        let low = (self.store.reserve_blocks()
-            + p.head_count() as u32
-            + 2
-            + (p.geometry.blocks / 64).max(4))
-        .max(self.store.log_floor() + 4);
+        let low = self.pool_levels().leveling;
         Ok(self.store.free_blocks() > low && self.wl_candidate()?.is_some())
     }
 
