@@ -200,6 +200,9 @@ fn run_on(
     algo: u8,
     sim: Option<SimOptions>,
 ) -> (usize, Stats) {
+    // `DFFS_MODEL_BLOCKS` runs any case on a device of that many blocks (e.g. 64 or more, where
+    // the free pool of few large blocks keeps less idle: DESIGN §9.3).
+    let blocks = env("DFFS_MODEL_BLOCKS", blocks as u64) as u32;
     let p = preset(kind).unwrap().with_blocks(blocks).unwrap();
     let dev = match sim {
         Some(o) => SimFlash::with_options(p, o).unwrap(),
