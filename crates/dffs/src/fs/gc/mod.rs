@@ -78,15 +78,20 @@ const KEPT_MAX: usize = 16;
 /// written after a single check of the room for copies.
 const INDEX_BATCH: usize = 32;
 
-/// Free-block levels of the pool ([`Fs::pool_levels`]).
+/// Free-block levels of the pool ([`Fs::pool_levels`]; background collection's is
+/// [`Fs::background_low`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PoolLevels {
     /// At or below it, background collection releases every block it collects at once.
     pub urgent: u32,
-    /// At or below it, background collection runs after every operation.
-    pub background: u32,
     /// Above it, static wear leveling may move a cold block.
     pub leveling: u32,
+}
+
+/// The window above the urgent level on a device of few large blocks
+/// ([`Params::few_large_blocks`](crate::format::params::Params::few_large_blocks)).
+fn few_large_window(blocks: u32) -> u32 {
+    (blocks / 128).max(2)
 }
 
 /// What [`Fs::gc_step`] did.
@@ -126,13 +131,10 @@ impl<F: Flash> Fs<F> {
         })
     }
 
-    /// Free blocks below which background collection runs (see [`PoolLevels`]).
-    pub(crate) fn background_low(&self) -> u32 {
-        self.pool_levels().background
-    }
-
-    /// The free-pool levels that start collection, make it release every block it collects,
-    /// and allow static wear leveling.
+    /// The free-pool levels that make background collection release every block it collects
+    /// and that allow static wear leveling; [`Fs::background_low`] adds the window above the
+    /// urgent level. Both are asked after every operation; only the window, on devices of 512
+    /// blocks or more, passes over what is dirty (`cp_needs`).
     ///
     /// Above the reserve (`Store::reserve_blocks`, which holds the next checkpoints' need) the
     /// pool keeps a margin: one block per head and two (the urgent level), then a window of a
@@ -163,26 +165,34 @@ impl<F: Flash> Fs<F> {
         let floor = self.store.log_floor() + 4;
         if p.few_large_blocks() {
             let urgent = reserve + 2;
-            let background = urgent + (blocks / 128).max(2);
+            let background = urgent + few_large_window(blocks);
             return PoolLevels {
                 urgent,
-                background,
                 leveling: background.saturating_sub(4).max(floor),
             };
         }
         let urgent = reserve + p.head_count() as u32 + 2;
-        let batches = if blocks < 512 {
-            0
-        } else {
-            let (k, two) = self.cp_needs();
-            (2 * self.release_batches(k).1 + two).min(blocks / 16)
-        };
-        let window = (blocks / 32).max(4).max(batches);
         PoolLevels {
             urgent,
-            background: urgent + window,
             leveling: (urgent + (blocks / 64).max(4)).max(floor),
         }
+    }
+
+    /// Free blocks below which background collection runs: the urgent level and the window
+    /// (see [`Fs::pool_levels`]).
+    pub(crate) fn background_low(&self) -> u32 {
+        let p = self.store.p();
+        let blocks = p.geometry.blocks;
+        let window = if p.few_large_blocks() {
+            few_large_window(blocks)
+        } else if blocks < 512 {
+            (blocks / 32).max(4)
+        } else {
+            let (k, two) = self.cp_needs();
+            let batches = (2 * self.release_batches(k).1 + two).min(blocks / 16);
+            (blocks / 32).max(4).max(batches)
+        };
+        self.pool_levels().urgent + window
     }
 
     /// Background collection after an operation: a bounded step when free blocks run low.
