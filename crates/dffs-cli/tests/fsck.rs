@@ -142,3 +142,39 @@ fn damage_is_reported_with_status_4() {
     let r = dffs(&["fsck", s(&t.path().join("none.img"))]).fails_with("no such image");
     assert_eq!(r.code, 1);
 }
+
+/// `--size` above the chip's capacity: a larger chip of the preset's geometry (2 GiB of the
+/// 128 MiB SLC part, 16,384 blocks), whose image is sparse. A packed tree comes back out,
+/// and fsck finds it clean after the pack and after a change.
+#[test]
+fn a_chip_larger_than_its_preset_packs_and_checks_clean() {
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("src");
+    let counts = make_tree(&src);
+    let img = t.path().join("big.img");
+    dffs(&["pack", s(&src), s(&img), "--size", "2GiB", "-q"]).ok();
+    let len = fs::metadata(&img).unwrap().len();
+    assert_eq!(len, 16_384 * 64 * 2112);
+    let on_disk = {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(&img).unwrap().blocks() * 512
+    };
+    assert!(
+        on_disk < 64 << 20,
+        "the image is sparse: {on_disk} B on disk"
+    );
+    let v = assert_clean(&img, "after pack");
+    assert_eq!(v["files"], counts.files);
+    let info: serde_json::Value =
+        serde_json::from_slice(&dffs(&["info", s(&img), "--json"]).ok().stdout).unwrap();
+    assert_eq!(info["blocks"], 16_384);
+    assert_eq!(info["capacity_bytes"], 2u64 << 30);
+    let out = t.path().join("out");
+    dffs(&["unpack", s(&img), s(&out)]).ok();
+    assert_same_tree(&src, &out);
+    dffs(&["rm", s(&img), "/etc/hostname"]).ok();
+    let v = assert_clean(&img, "after rm");
+    assert_eq!(v["files"], counts.files - 1);
+    // Beyond what the format addresses: a one-line error.
+    dffs(&["format", s(&t.path().join("x.img")), "--size", "128GiB"]).fails_with("largest");
+}

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs::{self, File};
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -138,6 +138,11 @@ struct Sidecar {
     rng_state: u64,
     program_erase_ops: u64,
     stats: Stats,
+    /// Runs of blocks (first, count) left out of the image as holes: every page erased. Only
+    /// devices larger than their preset's chip have them (`Preset::beyond_chip`); absent in
+    /// sidecars written before they existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    erased_blocks: Vec<(u32, u32)>,
 }
 
 fn layout_name(kind: FlashKind) -> &'static str {
@@ -244,11 +249,28 @@ impl SimFlash {
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), SimError> {
         let path = path.as_ref();
         let g = self.geo;
+        let holes = self.hole_blocks();
+        let block_bytes = image_page_bytes(&g) * g.pages_per_block as u64;
         write_atomic(path, |w| {
-            for p in 0..g.total_pages() {
-                w.write_all(self.page_raw(p))?;
+            let mut next_hole = holes.iter().peekable();
+            let mut b = 0;
+            while b < g.blocks {
+                if let Some(&&(first, count)) = next_hole.peek() {
+                    if first == b {
+                        w.seek(SeekFrom::Current((block_bytes * count as u64) as i64))?;
+                        b += count;
+                        next_hole.next();
+                        continue;
+                    }
+                }
+                for p in g.first_page(b)..g.first_page(b) + g.pages_per_block {
+                    w.write_all(self.page_raw(p))?;
+                }
+                b += 1;
             }
-            Ok(())
+            w.flush()?;
+            // A hole at the end is not written by the seek alone.
+            w.get_ref().set_len(image_bytes(&g))
         })?;
         let sidecar = self.sidecar();
         let json = serde_json::to_vec_pretty(&sidecar)
@@ -260,6 +282,31 @@ impl SimFlash {
         })?;
         sync_dir(path);
         Ok(())
+    }
+
+    /// Runs of wholly erased blocks that [`SimFlash::save`] leaves out of the image as holes:
+    /// none unless the device is larger than its preset's chip (an image the size of a chip
+    /// stays one that `nandwrite --oob` can write as it is, erased pages included).
+    fn hole_blocks(&self) -> Vec<(u32, u32)> {
+        let g = self.geo;
+        if !self.preset.beyond_chip() {
+            return Vec::new();
+        }
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for b in 0..g.blocks {
+            let first = g.first_page(b) as usize;
+            let erased = self.pages[first..first + g.pages_per_block as usize]
+                .iter()
+                .all(Option::is_none);
+            if !erased {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((start, count)) if *start + *count == b => *count += 1,
+                _ => runs.push((b, 1)),
+            }
+        }
+        runs
     }
 
     fn sidecar(&self) -> Sidecar {
@@ -305,6 +352,7 @@ impl SimFlash {
             rng_state: self.rng.state(),
             program_erase_ops: self.ops,
             stats: self.stats,
+            erased_blocks: self.hole_blocks(),
         }
     }
 
@@ -411,7 +459,17 @@ impl SimFlash {
         for b in 0..blocks {
             sim.recompute_highest_of(b);
         }
-        sim.load_pages(path)?;
+        let mut end = 0u64;
+        for &(first, count) in &s.erased_blocks {
+            let after = first as u64 + count as u64;
+            if (first as u64) < end || count == 0 || after > blocks as u64 {
+                return Err(bad(
+                    "erased block runs overlap, are out of order or pass the device's end".into(),
+                ));
+            }
+            end = after;
+        }
+        sim.load_pages(path, &s.erased_blocks)?;
         Ok(sim)
     }
 
@@ -446,15 +504,16 @@ impl SimFlash {
             preset.with_any_blocks(blocks)?
         };
         let mut sim = SimFlash::blank(preset, SimOptions::default())?;
-        sim.load_pages(path)?;
+        sim.load_pages(path, &[])?;
         if sim.geo.kind == FlashKind::Nand {
             sim.factory_bad = (0..sim.geo.blocks).filter(|&b| sim.has_marker(b)).collect();
         }
         Ok(sim)
     }
 
-    /// Reads the image's pages; all-0xFF pages stay unallocated.
-    fn load_pages(&mut self, path: &Path) -> Result<(), SimError> {
+    /// Reads the image's pages, skipping the `holes` (runs of erased blocks, checked ascending
+    /// and inside the device); all-0xFF pages stay unallocated.
+    fn load_pages(&mut self, path: &Path, holes: &[(u32, u32)]) -> Result<(), SimError> {
         let g = self.geo;
         let file = File::open(path).map_err(|e| SimError::io(path, e))?;
         let len = file.metadata().map_err(|e| SimError::io(path, e))?.len();
@@ -469,13 +528,28 @@ impl SimFlash {
         }
         let mut r = BufReader::with_capacity(1 << 20, file);
         let mut buf = vec![0u8; image_page_bytes(&g) as usize];
-        for p in 0..g.total_pages() as usize {
-            r.read_exact(&mut buf).map_err(|e| SimError::io(path, e))?;
-            self.pages[p] = if buf.iter().all(|&b| b == 0xFF) {
-                None
-            } else {
-                Some(buf.clone().into_boxed_slice())
-            };
+        let block_bytes = image_page_bytes(&g) * g.pages_per_block as u64;
+        let mut next_hole = holes.iter().peekable();
+        let mut b = 0;
+        while b < g.blocks {
+            if let Some(&&(first, count)) = next_hole.peek() {
+                if first == b {
+                    r.seek_relative((block_bytes * count as u64) as i64)
+                        .map_err(|e| SimError::io(path, e))?;
+                    b += count;
+                    next_hole.next();
+                    continue;
+                }
+            }
+            for p in g.first_page(b)..g.first_page(b) + g.pages_per_block {
+                r.read_exact(&mut buf).map_err(|e| SimError::io(path, e))?;
+                self.pages[p as usize] = if buf.iter().all(|&b| b == 0xFF) {
+                    None
+                } else {
+                    Some(buf.clone().into_boxed_slice())
+                };
+            }
+            b += 1;
         }
         Ok(())
     }

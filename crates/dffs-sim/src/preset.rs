@@ -14,6 +14,8 @@ pub const DEFAULT_PRESET: &str = "nand-slc-128m";
 
 /// Picoseconds per second.
 pub const PS_PER_S: f64 = 1e12;
+/// The largest device the file system's format addresses (FORMAT §1): 64 GiB.
+pub const MAX_DEVICE_BYTES: u64 = 1 << 36;
 
 const US: u64 = 1_000_000;
 const NS: u64 = 1_000;
@@ -105,6 +107,13 @@ pub enum PresetError {
     },
     /// The resulting geometry is not usable.
     Geometry(&'static str),
+    /// Larger than the simulator offers.
+    TooLarge {
+        /// Bytes asked for.
+        bytes: u64,
+        /// The largest device of this geometry.
+        max: u64,
+    },
 }
 
 impl fmt::Display for PresetError {
@@ -125,6 +134,11 @@ impl fmt::Display for PresetError {
                 write!(f, "preset {preset} does not offer {bytes} B erase blocks")
             }
             PresetError::Geometry(why) => write!(f, "invalid geometry: {why}"),
+            PresetError::TooLarge { bytes, max } => write!(
+                f,
+                "{bytes} B is larger than the largest simulated device of this geometry \
+                 ({max} B)"
+            ),
         }
     }
 }
@@ -189,20 +203,34 @@ impl Preset {
         Ok(p)
     }
 
-    /// The same device cut to a partition of `bytes` data bytes (a whole number of erase blocks).
+    /// The same device with `bytes` data bytes (a whole number of erase blocks): up to the
+    /// chip's capacity, a partition of its first blocks (as [`Preset::with_blocks`]); above it,
+    /// a larger chip of the same page and block geometry and timing (as a bigger part of the
+    /// same family), up to [`MAX_DEVICE_BYTES`] and the simulator's page limit.
     pub fn with_size_bytes(self, bytes: u64) -> Result<Preset, PresetError> {
         let block_size = self.geometry.block_size();
         if bytes == 0 || bytes % block_size as u64 != 0 {
             return Err(PresetError::NotBlockMultiple { bytes, block_size });
         }
         let blocks = bytes / block_size as u64;
-        if blocks > self.geometry.blocks as u64 {
-            return Err(PresetError::BlockCount {
-                requested: blocks,
-                available: self.geometry.blocks,
+        if blocks <= self.geometry.blocks as u64 {
+            return self.with_blocks(blocks as u32);
+        }
+        let pages = blocks.saturating_mul(self.geometry.pages_per_block as u64);
+        if bytes > MAX_DEVICE_BYTES || pages > crate::sim::MAX_PAGES as u64 {
+            return Err(PresetError::TooLarge {
+                bytes,
+                max: MAX_DEVICE_BYTES
+                    .min(crate::sim::MAX_PAGES as u64 * self.geometry.page_size as u64),
             });
         }
-        self.with_blocks(blocks as u32)
+        self.with_any_blocks(blocks as u32)
+    }
+
+    /// Whether this device is larger than the chip its preset names (see
+    /// [`Preset::with_size_bytes`]).
+    pub fn beyond_chip(&self) -> bool {
+        preset(self.name).is_some_and(|chip| self.geometry.capacity() > chip.geometry.capacity())
     }
 
     /// The same NOR device using erase blocks of `bytes` bytes (one of

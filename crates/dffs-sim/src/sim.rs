@@ -98,7 +98,7 @@ fn check_rate(name: &str, rate: f64) -> Result<(), SimError> {
 /// Largest raw page (data plus OOB) the simulator accepts.
 const MAX_RAW_PAGE: u32 = 1 << 20;
 /// Most pages the simulator accepts (64 GiB of 2 KiB pages).
-const MAX_PAGES: u32 = 1 << 25;
+pub(crate) const MAX_PAGES: u32 = 1 << 25;
 
 /// Checks that a geometry is usable by the simulator, without any arithmetic that could
 /// overflow on hostile numbers (a sidecar may hold anything).

@@ -196,3 +196,96 @@ fn malformed_sidecars_are_errors() {
     std::fs::write(&path, [0xFFu8; 100]).unwrap();
     assert!(SimFlash::open(&path).is_err());
 }
+
+/// Disk blocks (512 B) a file occupies.
+fn allocated(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+#[test]
+fn a_chip_larger_than_its_preset_saves_a_sparse_image() {
+    // 1 GiB of the 128 MiB SLC part's geometry: 8,192 blocks of 64 pages.
+    let preset = p("nand-slc-128m").with_size_bytes(1 << 30).unwrap();
+    assert!(preset.beyond_chip());
+    assert_eq!(preset.geometry.blocks, 8192);
+    assert_eq!(preset.geometry.page_size, 2048);
+    let dir = TempDir::new("sparse");
+    let path = dir.join("big.img");
+    let mut sim = SimFlash::create(&path, preset, SimOptions::default()).unwrap();
+    let data = pattern(2048, 3);
+    // Blocks 0, 1 and 8191 written (the last block too: the image ends with data), 5 erased.
+    for page in [0, 64 + 7, 8191 * 64 + 63] {
+        sim.program(page, 0, &data, &[9, 8, 7]).unwrap();
+    }
+    sim.erase(5).unwrap();
+    sim.save(&path).unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(len, 8192 * 64 * 2112, "the image keeps the device's size");
+    assert!(
+        allocated(&path) <= 4 * 64 * 2112,
+        "only the written blocks take disk space: {} B",
+        allocated(&path)
+    );
+    let mut back = SimFlash::open(&path).unwrap();
+    assert_eq!(back.geometry().blocks, 8192);
+    assert_eq!(back.erase_counts()[5], 1);
+    for page in [0, 64 + 7, 8191 * 64 + 63] {
+        let (r, d, o) = read_page(&mut back, page);
+        assert_eq!(r, Ok(EccStatus::Clean));
+        assert_eq!(d, data);
+        assert_eq!(&o[..3], &[9, 8, 7]);
+    }
+    for page in [1, 2 * 64, 8190 * 64 + 5] {
+        assert_eq!(
+            back.raw_page(page).unwrap(),
+            vec![0xFF; 2112],
+            "page {page} erased"
+        );
+    }
+    // Saved again after the last written block is erased: a hole at the end.
+    back.erase(8191).unwrap();
+    back.save(&path).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
+    let again = SimFlash::open(&path).unwrap();
+    assert_eq!(again.raw_page(8191 * 64 + 63).unwrap(), vec![0xFF; 2112]);
+    assert_eq!(again.raw_page(64 + 7).unwrap()[..2048], data[..]);
+
+    // A sidecar whose holes overlap or pass the end is refused.
+    let side = sidecar_path(&path);
+    let good = std::fs::read_to_string(&side).unwrap();
+    assert!(good.contains("\"erased_blocks\""), "{good}");
+    let v: serde_json::Value = serde_json::from_str(&good).unwrap();
+    for holes in ["[[2, 9000]]", "[[2, 3], [3, 1]]", "[[4, 0]]"] {
+        let mut bad = v.clone();
+        bad["erased_blocks"] = serde_json::from_str(holes).unwrap();
+        std::fs::write(&side, serde_json::to_string(&bad).unwrap()).unwrap();
+        assert!(
+            SimFlash::open(&path).is_err(),
+            "holes {holes} were accepted"
+        );
+    }
+}
+
+#[test]
+fn device_sizes_beyond_the_chip_stop_at_64_gib() {
+    let slc = p("nand-slc-128m");
+    // 64 GiB of 2 KiB pages is the simulator's page limit (2^25 pages) and the format's.
+    let big = slc.with_size_bytes(64 << 30).unwrap();
+    assert_eq!(big.geometry.blocks, 524_288);
+    let err = slc.with_size_bytes(128 << 30).unwrap_err();
+    assert!(err.to_string().contains("largest"), "{err}");
+    let mlc = p("nand-mlc-1g").with_size_bytes(64 << 30).unwrap();
+    assert_eq!(mlc.geometry.blocks, 131_072);
+    // A size within the chip is a partition of it, as before; the chip itself is not beyond.
+    let part = slc.with_size_bytes(8 << 20).unwrap();
+    assert_eq!(part.geometry.blocks, 64);
+    assert!(!part.beyond_chip() && !slc.beyond_chip());
+    // NOR's 256-byte pages reach the simulator's page limit at 8 GiB.
+    let nor = p("nor-qspi-16m");
+    assert_eq!(
+        nor.with_size_bytes(8 << 30).unwrap().geometry.blocks,
+        131_072
+    );
+    assert!(nor.with_size_bytes(16 << 30).is_err());
+}

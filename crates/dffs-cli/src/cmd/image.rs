@@ -48,7 +48,9 @@ pub struct DeviceArgs {
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
     /// Cut the device to a partition of this size (`8MiB`, `512KiB`, `16M`): a whole number of
-    /// erase blocks from the start of the device, as MTD partitions are.
+    /// erase blocks from the start of the device, as MTD partitions are. Above the chip's
+    /// capacity: a larger chip of the same geometry and timing, up to 64 GiB (NOR: 8 GiB),
+    /// whose image file is sparse (erased blocks are holes the sidecar lists).
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
     /// Erase block size for a preset that offers several (NOR: `4KiB` sectors, `32KiB` or

@@ -40,7 +40,8 @@ pub struct Args {
     /// With --ram: the RAM configuration to measure (default: all three).
     #[arg(long, value_enum, requires = "ram")]
     pub config: Option<RamConfig>,
-    /// With --ram and no image: cut the device to a partition of this size (`8MiB`, `512KiB`).
+    /// With --ram and no image: cut the device to a partition of this size (`8MiB`, `512KiB`),
+    /// or above the chip's capacity a larger chip of its geometry, up to 4 GiB here.
     #[arg(long, value_name = "SIZE", requires = "ram", conflicts_with = "image")]
     pub size: Option<String>,
     /// With --ram and no image, NOR only: the erase block size to use (`4KiB`, `64KiB`; the
@@ -543,10 +544,22 @@ fn measure(
 /// A row of the cache table: its label and how to show a configuration's value.
 type CacheRow = (&'static str, fn(&CacheBudget) -> String);
 
+/// The largest device `info --ram` runs its workload on (the device is a buffer in host
+/// memory).
+const RAM_DEVICE_MAX: u64 = 4 << 30;
+
 /// Runs `dffs info --ram`.
 fn run_ram(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let p = ram_preset(args)?;
     let g = p.geometry;
+    if g.capacity() > RAM_DEVICE_MAX {
+        return Err(CliError::msg(format!(
+            "--ram runs its workload on a device held in host memory, at most {} B; for a \
+             larger device, `dffs format --size` an image and `dffs info IMAGE` gives its RAM \
+             after mount",
+            RAM_DEVICE_MAX
+        )));
+    }
     let geometry = workload::c_geometry(&g);
     let mut device = vec![0xFFu8; workload::device_bytes(&geometry)];
     let configs = match args.config {

@@ -32,7 +32,8 @@ pub struct Args {
     /// before --blocks.
     #[arg(long, value_name = "SIZE")]
     pub erase_size: Option<String>,
-    /// Erase blocks of the device the workloads run on (0: the preset's whole device).
+    /// Erase blocks of the device the workloads run on (0: the preset's whole device; more
+    /// than the chip has: a larger chip of its geometry).
     #[arg(long, default_value_t = 24)]
     pub blocks: u32,
     /// Workload: mixed, churn, log (seed 002's log archive, in transactions), full, large, links
@@ -150,7 +151,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     let preset = if args.blocks == 0 {
         base
     } else {
-        base.with_blocks(args.blocks)?
+        base.with_size_bytes(args.blocks as u64 * base.geometry.block_size() as u64)?
     };
     let config = config_named(&args.config)?;
     let workloads: Vec<Workload> = if args.workload == "all" {

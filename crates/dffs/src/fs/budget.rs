@@ -259,20 +259,19 @@ impl<F: Flash> Fs<F> {
     /// (Without it a small-block device stalled with its free pool at the copy floor: every
     /// checkpoint released what it cost and collection could copy nothing: `ENOSPC` with 40%
     /// of the device dead, 4 KiB NOR sectors.) At most an eighth of the device.
-    fn gc_headroom(&self, cp_bytes: u64) -> u32 {
-        let p = self.store.p();
-        let bs = p.geometry.block_size() as u64;
+    fn gc_headroom(&mut self, cp_bytes: u64) -> u32 {
+        let bs = self.store.p().geometry.block_size() as u64;
         let (mut min_live, mut dead) = (bs, 0u64);
-        for (_, e) in self.store.blocks() {
-            if e.state() == BlockState::Used
-                && e.kind() != LogKind::Journal
-                && self.copies_now(e.kind())
-            {
-                let live = (e.live as u64).min(bs);
-                min_live = min_live.min(live);
-                dead += bs - live;
+        for kind in LogKind::ALL {
+            if kind != LogKind::Journal && self.copies_now(kind) {
+                let (n, live) = self.store.used_of(kind);
+                dead += n as u64 * bs - live;
+                if let Some(m) = self.store.used_min_live(kind) {
+                    min_live = min_live.min(m as u64);
+                }
             }
         }
+        let p = self.store.p();
         let min_live = min_live.min(bs - bs / 32);
         // What a checkpoint writes, and the journal page it starts.
         let cost = cp_bytes + p.geometry.page_size as u64;
@@ -286,26 +285,14 @@ impl<F: Flash> Fs<F> {
     pub(crate) fn space(&self) -> (u64, u64) {
         let p = self.store.p();
         let bsz = p.geometry.block_size() as u64;
-        let good = self
-            .store
-            .blocks()
-            .map(|(_, e)| e)
-            .filter(|b| !matches!(b.state(), BlockState::Bad | BlockState::Anchor))
-            .count() as u64;
+        let good = (self.store.block_count()
+            - self.store.count(BlockState::Bad)
+            - self.store.count(BlockState::Anchor)) as u64;
         // Reserve: GC and bad-block spares, the journal (live + next), and one open block per
         // head that may be half-used.
         let reserve = (self.store.reserve_blocks() as u64 + 2 + p.head_count() as u64) * bsz;
         let usable = (good * bsz).saturating_sub(reserve);
-        let live: u64 = self
-            .store
-            .blocks()
-            .map(|(_, e)| e)
-            .filter(|b| {
-                !matches!(b.state(), BlockState::Bad | BlockState::Anchor)
-                    && b.kind() != LogKind::Journal
-            })
-            .map(|b| b.live as u64)
-            .sum();
+        let live = self.store.live_outside_journal();
         let cached = self.data_cache.dirty_count() as u64 * p.data_slot() as u64;
         // What the dirty metadata may write at the next checkpoint: a page per item, `n`
         // pages where small items share one count (`Config::dirty_shares`).
@@ -407,14 +394,7 @@ impl<F: Flash> Fs<F> {
     /// Blocks the next checkpoint gives back: those emptied by GC and the journal blocks
     /// before the replay start.
     pub(crate) fn releasable_blocks(&self) -> u32 {
-        self.store
-            .blocks()
-            .map(|(_, e)| e)
-            .filter(|e| {
-                e.state() == BlockState::PendingErase
-                    || (e.state() == BlockState::Used && e.kind() == LogKind::Journal)
-            })
-            .count() as u32
+        self.store.pending_blocks() + self.store.used_of(LogKind::Journal).0
     }
 
     /// Whether a checkpoint now leaves free what the checkpoint after it needs

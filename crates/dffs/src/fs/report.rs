@@ -329,6 +329,8 @@ impl<F: Flash> Fs<F> {
                 ));
             }
         }
-        Ok(())
+        self.store
+            .check_sums()
+            .map_err(|what| alloc::format!("the block table's sums differ from a recount: {what}"))
     }
 }

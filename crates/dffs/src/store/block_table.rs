@@ -106,6 +106,20 @@ impl BlockInfo {
     }
 }
 
+/// The closed (`Used`) blocks of one log: how many, their live bytes added up, and the least
+/// live count among them ([`UsedSums::UNKNOWN`] once the block that may have held it changed,
+/// until [`BlockTable::used_min_live`] counts it again).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct UsedSums {
+    n: u32,
+    live: u64,
+    min: u32,
+}
+
+impl UsedSums {
+    const UNKNOWN: u32 = u32::MAX;
+}
+
 /// How worn a block is: its erase count, and the checkpoint number (low 24 bits) of the last
 /// write into it (its age, for the choice of victims).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -263,6 +277,12 @@ pub(crate) struct BlockTable {
     /// Blocks in each state (indexed by `BlockState as usize`), kept with every change so the
     /// budget's counts cost nothing (they are asked for on every write).
     counts: [u32; 8],
+    /// Live bytes of the blocks that are neither bad, anchors nor the journal's, and the
+    /// closed (`Used`) blocks of each log ([`UsedSums`]): kept with every change, as `counts`,
+    /// so that what the budget asks after every operation costs the same on 64 GiB as on
+    /// 1 MiB (a pass over 131,072 records per write took 95% of the host's time).
+    live_files: u64,
+    used: [UsedSums; LogKind::ALL.len()],
     /// Where the newest copy of each block-table page is on flash (`Addr::NONE`: nowhere yet).
     page_addr: Vec<Addr>,
     /// Wear of blocks whose page is not cached and whose wear differs from the page's copy on
@@ -331,6 +351,8 @@ impl BlockTable {
             changed_in: vec![0; pages as usize],
             wear_changed: vec![0; n.div_ceil(32) as usize],
             counts: [0; 8],
+            live_files: 0,
+            used: [UsedSums::default(); LogKind::ALL.len()],
             page_addr: vec![Addr::NONE; pages as usize],
             over: VecMap::new(),
             cache: Vec::new(),
@@ -374,12 +396,62 @@ impl BlockTable {
     }
 
     fn hot_put(&mut self, b: u32, e: BlockInfo) {
+        let old = self.hot_get(b);
         let (at, sh) = self.bit(b);
         let mask = ((1u64 << self.width) - 1) << sh;
-        let v = ((e.live.min(self.block_size) as u64) << 6 | (e.bits & 63) as u64) << sh;
+        let live = e.live.min(self.block_size);
+        let v = ((live as u64) << 6 | (e.bits & 63) as u64) << sh;
         let w = (self.word(at) & !mask) | v;
         if let Some(s) = self.hot.get_mut(at..at + 8) {
             s.copy_from_slice(&w.to_le_bytes());
+            self.follow_sums(old, BlockInfo { live, bits: e.bits });
+        }
+    }
+
+    /// Whether a record's live bytes count in [`BlockTable::live_outside_journal`].
+    fn holds_files(e: BlockInfo) -> bool {
+        !matches!(e.state(), BlockState::Bad | BlockState::Anchor) && e.kind() != LogKind::Journal
+    }
+
+    /// Keeps `live_files` and `used` with a record's change from `old` to `new`.
+    fn follow_sums(&mut self, old: BlockInfo, new: BlockInfo) {
+        if Self::holds_files(old) {
+            self.live_files -= old.live as u64;
+        }
+        if Self::holds_files(new) {
+            self.live_files += new.live as u64;
+        }
+        let (os, ns) = (
+            old.state() == BlockState::Used,
+            new.state() == BlockState::Used,
+        );
+        let (ok, nk) = (old.kind() as usize, new.kind() as usize);
+        if os && ns && ok == nk && new.live <= old.live {
+            // Live bytes killed in a closed block: the least can only fall.
+            let u = &mut self.used[nk];
+            u.live -= (old.live - new.live) as u64;
+            if u.min != UsedSums::UNKNOWN {
+                u.min = u.min.min(new.live);
+            }
+            return;
+        }
+        if os {
+            let u = &mut self.used[ok];
+            u.n -= 1;
+            u.live -= old.live as u64;
+            if old.live <= u.min || u.n == 0 {
+                u.min = UsedSums::UNKNOWN;
+            }
+        }
+        if ns {
+            let u = &mut self.used[nk];
+            u.n += 1;
+            u.live += new.live as u64;
+            if u.n == 1 {
+                u.min = new.live;
+            } else if u.min != UsedSums::UNKNOWN {
+                u.min = u.min.min(new.live);
+            }
         }
     }
 
@@ -554,6 +626,75 @@ impl BlockTable {
     /// Blocks in state `s`.
     pub fn count(&self, s: BlockState) -> u32 {
         self.counts[s as usize]
+    }
+
+    /// Live bytes of the blocks that are neither bad, anchors nor the journal's.
+    pub fn live_outside_journal(&self) -> u64 {
+        self.live_files
+    }
+
+    /// The closed (`Used`) blocks of log `kind`: how many, and their live bytes added up.
+    pub fn used_of(&self, kind: LogKind) -> (u32, u64) {
+        let u = self.used[kind as usize];
+        (u.n, u.live)
+    }
+
+    /// The least live count among the closed blocks of log `kind` (`None`: it has none). A
+    /// pass over the records when the block that held it has changed since it was asked.
+    pub fn used_min_live(&mut self, kind: LogKind) -> Option<u32> {
+        if self.used[kind as usize].n == 0 {
+            return None;
+        }
+        if self.used[kind as usize].min == UsedSums::UNKNOWN {
+            let mut min = [u32::MAX; LogKind::ALL.len()];
+            for b in 0..self.n {
+                let e = self.hot_get(b);
+                if e.state() == BlockState::Used {
+                    let m = &mut min[e.kind() as usize];
+                    *m = (*m).min(e.live);
+                }
+            }
+            for (u, m) in self.used.iter_mut().zip(min) {
+                if u.n > 0 {
+                    u.min = m;
+                }
+            }
+        }
+        Some(self.used[kind as usize].min)
+    }
+
+    /// Counts `live_outside_journal`, `used_of` and `used_min_live` again from the records
+    /// (for debug checks): `Err` names the first that differs.
+    pub fn check_sums(&self) -> core::result::Result<(), &'static str> {
+        let mut live = 0u64;
+        let mut used = [UsedSums::default(); LogKind::ALL.len()];
+        for m in used.iter_mut() {
+            m.min = u32::MAX;
+        }
+        for b in 0..self.n {
+            let e = self.hot_get(b);
+            if Self::holds_files(e) {
+                live += e.live as u64;
+            }
+            if e.state() == BlockState::Used {
+                let u = &mut used[e.kind() as usize];
+                u.n += 1;
+                u.live += e.live as u64;
+                u.min = u.min.min(e.live);
+            }
+        }
+        if live != self.live_files {
+            return Err("live bytes outside the journal");
+        }
+        for (have, want) in self.used.iter().zip(used) {
+            if have.n != want.n || have.live != want.live {
+                return Err("closed blocks or their live bytes");
+            }
+            if have.n > 0 && have.min != UsedSums::UNKNOWN && have.min != want.min {
+                return Err("least live count of closed blocks");
+            }
+        }
+        Ok(())
     }
 
     /// Blocks in the free pool (`Free` or `Erased`).
@@ -1053,6 +1194,62 @@ mod tests {
                 assert_eq!(t.page_changed(i), 0);
                 assert!(!t.page_forced(i));
                 assert!(t.changed_blocks().all(|b| b / 7 != i));
+            }
+        }
+    }
+
+    /// The sums the budget asks for after every operation (live bytes outside the journal,
+    /// and per log its closed blocks, their live bytes and the least of them) equal a recount
+    /// after every kind of change: kills and additions of live bytes, quiet ones included,
+    /// records replaced, states and logs changed, blocks going bad.
+    #[test]
+    fn budget_sums_follow_every_change() {
+        const KINDS: [LogKind; 7] = LogKind::ALL;
+        let bs = 4096;
+        let mut t = BlockTable::new(40, 8, bs, 2);
+        let mut rng = Rng(0x9e37_79b9);
+        for step in 0..5_000 {
+            let b = rng.next(42); // two numbers past the end
+            let s = STATES[rng.next(8) as usize];
+            let k = KINDS[rng.next(7) as usize];
+            match rng.next(7) {
+                0 => t.set(b, BlockInfo::new(s, k, rng.next(bs + 100))),
+                1 => t.set_unmarked(b, BlockInfo::new(s, k, rng.next(bs))),
+                2 => t.set_state(b, s),
+                3 => t.add_live(b, rng.next(900), bs),
+                4 => t.add_live_quiet(b, rng.next(900), bs),
+                5 => t.kill(b, rng.next(900)),
+                _ => t.kill_quiet(b, rng.next(900)),
+            }
+            // Asked for at some steps only, so that unknown least counts pile up.
+            if step % 3 == 0 {
+                for k in KINDS {
+                    let want = t
+                        .iter()
+                        .filter(|(_, e)| e.state() == BlockState::Used && e.kind() == k)
+                        .map(|(_, e)| e.live)
+                        .min();
+                    assert_eq!(t.used_min_live(k), want, "{k:?} after step {step}");
+                }
+            }
+            assert_eq!(t.check_sums(), Ok(()), "after step {step}");
+            let live: u64 = t
+                .iter()
+                .filter(|(_, e)| {
+                    !matches!(e.state(), BlockState::Bad | BlockState::Anchor)
+                        && e.kind() != LogKind::Journal
+                })
+                .map(|(_, e)| e.live as u64)
+                .sum();
+            assert_eq!(t.live_outside_journal(), live, "after step {step}");
+            for k in KINDS {
+                let used: Vec<u32> = t
+                    .iter()
+                    .filter(|(_, e)| e.state() == BlockState::Used && e.kind() == k)
+                    .map(|(_, e)| e.live)
+                    .collect();
+                let want = (used.len() as u32, used.iter().map(|&l| l as u64).sum());
+                assert_eq!(t.used_of(k), want, "{k:?} after step {step}");
             }
         }
     }

@@ -522,6 +522,31 @@ impl<F: Flash> Store<F> {
         self.table.set_unmarked(b, e);
     }
 
+    /// Counts the block table's sums again from its records (debug checks).
+    pub fn check_sums(&self) -> core::result::Result<(), &'static str> {
+        self.table.check_sums()
+    }
+
+    /// Blocks in state `s`.
+    pub fn count(&self, s: BlockState) -> u32 {
+        self.table.count(s)
+    }
+
+    /// Live bytes of the blocks that are neither bad, anchors nor the journal's.
+    pub fn live_outside_journal(&self) -> u64 {
+        self.table.live_outside_journal()
+    }
+
+    /// The closed (`Used`) blocks of log `kind`: how many, and their live bytes added up.
+    pub fn used_of(&self, kind: LogKind) -> (u32, u64) {
+        self.table.used_of(kind)
+    }
+
+    /// The least live count among the closed blocks of log `kind` (`None`: none).
+    pub fn used_min_live(&mut self, kind: LogKind) -> Option<u32> {
+        self.table.used_min_live(kind)
+    }
+
     /// Every block's number and record.
     pub fn blocks(&self) -> impl Iterator<Item = (u32, BlockInfo)> + '_ {
         self.table.iter()
