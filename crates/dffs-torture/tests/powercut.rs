@@ -551,12 +551,17 @@ fn chained_cuts_on_one_device() {
 
 /// Chained cuts on a chip larger than its preset (`--size` / `--blocks` beyond the chip):
 /// 1 GiB of the 128 MiB SLC part's geometry, 8,192 blocks, whose block table spans 49 pages
-/// and whose checkpoints carry delta nodes; the budget's sums (DESIGN.md §12.1) are compared
+/// and whose checkpoints carry delta nodes, and 48 MiB of 4 KiB NOR sectors; the budget's sums (DESIGN.md §12.1) are compared
 /// with a recount after every operation in debug builds. `dffs torture --preset nand-mlc-1g
 /// --blocks 131072 --chain 30` runs 64 GiB.
 #[test]
 fn chained_cuts_on_a_chip_larger_than_its_preset() {
-    chain_cases(&[("nand-slc-128m", None, 8_192, Workload::Mixed, 12, 7)]);
+    chain_cases(&[
+        ("nand-slc-128m", None, 8_192, Workload::Mixed, 12, 7),
+        // 48 MiB of 4 KiB NOR sectors: checkpoints name block-table directory nodes
+        // (FORMAT §8.2), written afresh by each of them, recoveries' included.
+        ("nor-qspi-16m", Some(4096), 12_288, Workload::Mixed, 12, 7),
+    ]);
 }
 
 /// Longer chains (`--ignored`: a few minutes). The 4 KiB NOR mixed chain (512 KiB) ended at

@@ -33,6 +33,11 @@ pub const CP_ANCHOR_UNCOUNTED: u16 = 2;
 /// blocks follow the delta list.
 pub const CP_HOME: u16 = 4;
 
+/// Checkpoint flag: the block-table pages are listed in directory nodes the checkpoint names
+/// ([`Checkpoint::bt_dirs`], FORMAT §8.2), set by `encode` when the device's table needs them
+/// (`Params::bt_dir_nodes`); the page count is followed by the directory nodes' addresses.
+pub const CP_BT_DIRS: u16 = 8;
+
 /// No block (an absent home pair).
 pub const NO_BLOCK: u32 = u32::MAX;
 
@@ -64,8 +69,13 @@ pub struct Checkpoint {
     pub files: u32,
     /// Number of directories.
     pub dirs: u32,
-    /// Block table pages, in block order.
+    /// Block table pages, in block order. Empty in a decoded checkpoint that names directory
+    /// nodes instead (`bt_dirs`): the mount reads the list from them.
     pub bt_pages: Vec<Addr>,
+    /// Block-table directory nodes (FORMAT §8.2), in page order: on devices whose table
+    /// needs them (`Params::bt_dir_nodes`), they list `bt_pages` and the checkpoint names
+    /// only them.
+    pub bt_dirs: Vec<Addr>,
     /// Journal block where replay starts.
     pub journal_block: u32,
     /// Byte offset in that block where replay starts.
@@ -98,6 +108,12 @@ impl Checkpoint {
         } else {
             self.flags & !CP_HOME
         };
+        let by_dirs = !self.bt_dirs.is_empty();
+        let flags = if by_dirs {
+            flags | CP_BT_DIRS
+        } else {
+            flags & !CP_BT_DIRS
+        };
         w.u16(flags).u16(0);
         w.u64(self.cp_number).u64(self.next_seq).u64(self.next_tid);
         w.u32(self.map_root.0).u8(self.map_depth).u8(0).u16(0);
@@ -111,9 +127,17 @@ impl Checkpoint {
         for (b, o) in self.heads {
             w.u32(b).u32(o);
         }
-        w.u32(self.bt_pages.len() as u32);
-        for a in &self.bt_pages {
-            w.u32(a.0);
+        if by_dirs {
+            let per = self.params.bt_entries();
+            w.u32(self.params.geometry.blocks.div_ceil(per));
+            for a in &self.bt_dirs {
+                w.u32(a.0);
+            }
+        } else {
+            w.u32(self.bt_pages.len() as u32);
+            for a in &self.bt_pages {
+                w.u32(a.0);
+            }
         }
         w.u32(self.remaps.len() as u32);
         for r in &self.remaps {
@@ -162,17 +186,34 @@ impl Checkpoint {
         for h in heads.iter_mut() {
             *h = (r.u32()?, r.u32()?);
         }
-        let n = r.u32()? as usize;
-        if n > r.remaining() / 4 {
+        let n_pages = r.u32()? as usize;
+        // Directory nodes only where the device's table needs them. (Without the flag the
+        // pages are listed here on any device: images of 40-60 MiB of 4 KiB NOR sectors were
+        // written that way before directory nodes existed.)
+        let n_dirs = if flags & CP_BT_DIRS != 0 {
+            match params.bt_dir_nodes() {
+                0 => return Err(Error::Corrupt),
+                n => n as usize,
+            }
+        } else {
+            0
+        };
+        let listed = if n_dirs > 0 { n_dirs } else { n_pages };
+        if listed > r.remaining() / 4 {
             return Err(Error::Corrupt);
         }
-        let mut bt_pages = Vec::with_capacity(n);
-        for _ in 0..n {
+        let mut bt_pages = Vec::new();
+        let mut bt_dirs = Vec::new();
+        for _ in 0..listed {
             let a = Addr(r.u32()?);
             if !params.addr_valid(a) {
                 return Err(Error::Corrupt);
             }
-            bt_pages.push(a);
+            if n_dirs > 0 {
+                bt_dirs.push(a);
+            } else {
+                bt_pages.push(a);
+            }
         }
         let n = r.u32()? as usize;
         if n > r.remaining() / 8 {
@@ -225,7 +266,7 @@ impl Checkpoint {
         if journal_block >= blocks
             || journal_off >= params.geometry.block_size()
             || (journal_next != u32::MAX && journal_next >= blocks)
-            || bt_pages.len() as u64 != (blocks as u64).div_ceil(per as u64)
+            || n_pages as u64 != (blocks as u64).div_ceil(per as u64)
             || !map_ok
             || ino_hint == 0
             || ino_high < 2
@@ -255,6 +296,7 @@ impl Checkpoint {
             files,
             dirs,
             bt_pages,
+            bt_dirs,
             journal_block,
             journal_off,
             journal_next,
@@ -1174,6 +1216,52 @@ mod tests {
         let dev = Fs::format(RamFlash::new(g), &FormatOptions::default()).unwrap();
         let p = Params::for_geometry(g, &FormatOptions::default()).unwrap();
         Store::new(dev, p)
+    }
+
+    /// `CP_BT_DIRS` is accepted only where the device's table needs directory nodes, and
+    /// then the body carries their addresses, not the pages'; without it the pages are listed
+    /// on any device.
+    #[test]
+    fn directory_nodes_are_named_only_where_the_table_needs_them() {
+        let mut st = formatted_nor();
+        let (cp, _, _, _) = find_newest(&mut st).unwrap();
+        assert_eq!(cp.params.bt_dir_nodes(), 0);
+        assert!(cp.bt_dirs.is_empty() && !cp.bt_pages.is_empty());
+        let body = |cp: &Checkpoint| {
+            let nb = cp.encode();
+            nb.w.buf[crate::format::params::NODE_HEADER as usize..].to_vec()
+        };
+        assert_eq!(Checkpoint::decode(&body(&cp)).unwrap(), *cp);
+        // The flag on a device that needs no directory nodes.
+        let mut forged = (*cp).clone();
+        forged.bt_dirs = cp.bt_pages.clone();
+        assert_eq!(Checkpoint::decode(&body(&forged)), Err(Error::Corrupt));
+        // A device that needs them: 12,288 sectors of 4 KiB (48 MiB), as formatted.
+        let preset = dffs_sim::preset::preset("nor-qspi-16m")
+            .and_then(|p| p.with_erase_size(4096).ok())
+            .and_then(|p| p.with_size_bytes(48 << 20).ok())
+            .unwrap();
+        let dev = Fs::format(
+            dffs_sim::SimFlash::new(preset).unwrap(),
+            &FormatOptions::default(),
+        )
+        .unwrap();
+        let p = Params::for_geometry(preset.geometry, &FormatOptions::default()).unwrap();
+        let mut st = Store::new(dev, p);
+        let (big, _, _, _) = find_newest(&mut st).unwrap();
+        let dirs = big.params.bt_dir_nodes() as usize;
+        assert!(dirs > 0);
+        assert_eq!(big.bt_dirs.len(), dirs);
+        assert!(big.bt_pages.is_empty());
+        assert_eq!(Checkpoint::decode(&body(&big)).unwrap(), *big);
+        // Without the flag it lists the pages (as images written before the nodes existed).
+        let pages = preset.geometry.blocks.div_ceil(big.params.bt_entries()) as usize;
+        let mut listed = (*big).clone();
+        listed.bt_pages = alloc::vec![big.bt_dirs[0]; pages];
+        listed.bt_dirs.clear();
+        let back = Checkpoint::decode(&body(&listed)).unwrap();
+        assert_eq!(back.bt_pages.len(), pages);
+        assert!(back.bt_dirs.is_empty());
     }
 
     /// A checkpoint's second copy is programmed only once the first is whole: a choice whose

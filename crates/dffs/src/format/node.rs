@@ -66,6 +66,9 @@ pub enum NodeType {
     /// Block-table records that differ from their pages (a checkpoint's changes carried
     /// without rewriting the pages).
     BlockTableDelta = 0x43,
+    /// Where the block-table pages are, for a checkpoint whose slot cannot list them all
+    /// (FORMAT §8.2).
+    BlockTableDir = 0x44,
     /// Data node header (payload follows the header).
     Data = 0x50,
     /// Compressed data node: one file block, compressed, inside the node (its CRC covers the
@@ -100,6 +103,7 @@ impl NodeType {
             0x41 => MapInterior,
             0x42 => BlockTable,
             0x43 => BlockTableDelta,
+            0x44 => BlockTableDir,
             0x50 => Data,
             0x51 => DataZ,
             _ => return None,

@@ -436,6 +436,25 @@ impl Params {
         (self.map_page - NODE_HEADER - 8) / 16
     }
 
+    /// Block-table page addresses one block-table directory node holds.
+    pub const fn bt_dir_entries(&self) -> u32 {
+        (self.map_page - NODE_HEADER - 8) / 4
+    }
+
+    /// Block-table directory nodes every checkpoint writes and names instead of listing the
+    /// block-table pages itself (FORMAT §8.2): none while the list takes at most half of a
+    /// checkpoint slot; beyond that (about 10,000 blocks on 1 KiB slots, 40 MiB of 4 KiB NOR
+    /// sectors or 640 MiB of 64 KiB blocks; 43,000 on 2 KiB-page NAND, 5 GiB) as many as
+    /// the addresses need.
+    pub const fn bt_dir_nodes(&self) -> u32 {
+        let pages = self.geometry.blocks.div_ceil(self.bt_entries());
+        if pages * 4 <= self.cp_slot / 2 {
+            0
+        } else {
+            pages.div_ceil(self.bt_dir_entries())
+        }
+    }
+
     /// Block-table delta nodes a checkpoint may name: an eighth of the block-table pages, at
     /// most [`MAX_BT_DELTAS`]; one on a table of 4 to 15 pages, none below 4 (there a delta
     /// node saves at most a page or two, and pages written at different checkpoints leave

@@ -134,7 +134,7 @@ impl<F: Flash> Fs<F> {
         // (Delta nodes replace pages: a checkpoint writes no more nodes for the table than it
         // has pages, see `Fs::plan_block_table`.)
         let bt_pages = self.store.bt_page_count() as u64;
-        let root_and_table = self.map.depth as u64 + 1 + bt_pages;
+        let root_and_table = self.map.depth as u64 + 1 + bt_pages + p.bt_dir_nodes() as u64;
         // Bytes per log: (kind, bytes, node size); `two`: the second checkpoint's too.
         let logs = |two: bool| {
             [

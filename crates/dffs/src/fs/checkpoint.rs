@@ -363,6 +363,9 @@ impl<F: Flash> Fs<F> {
                 *slot = (hd.block(), off);
             }
         }
+        // The delta nodes, then the directory nodes (see `CheckpointPos::table_nodes`).
+        let n_dirs = p.bt_dir_nodes() as usize;
+        let split = self.cp.table_nodes.len().saturating_sub(n_dirs);
         let cp = Checkpoint {
             params: p,
             flags: if clean { CP_CLEAN } else { 0 },
@@ -375,14 +378,19 @@ impl<F: Flash> Fs<F> {
             ino_high: self.map.high,
             files: self.counts.files,
             dirs: self.counts.dirs,
-            bt_pages: self.store.bt_page_addrs().to_vec(),
+            bt_pages: if n_dirs > 0 {
+                Vec::new()
+            } else {
+                self.store.bt_page_addrs().to_vec()
+            },
+            bt_dirs: self.cp.table_nodes[split..].to_vec(),
             journal_block: jb,
             journal_off: joff,
             journal_next: self.journal.next(),
             heads,
             remaps: self.store.remaps().to_vec(),
             orphans,
-            bt_deltas: self.cp.table_deltas.clone(),
+            bt_deltas: self.cp.table_nodes[..split].to_vec(),
             home: self.cp.home.blocks,
         };
         let at = Some(self.cp.anchor);
@@ -555,7 +563,9 @@ impl<F: Flash> Fs<F> {
     }
 
     /// Writes the block-table pages and delta nodes a checkpoint needs (see step 5 of
-    /// `write_checkpoint`) and updates `cp.table_pages` and `cp.table_deltas`. Allocates no
+    /// `write_checkpoint`), then the directory nodes that list the pages on devices that need
+    /// them (`Params::bt_dir_nodes`), and updates `cp.table_pages` and `cp.table_nodes`.
+    /// Allocates no
     /// block after its first page is written: the blocks the pages go to are opened first, so
     /// every record written is final.
     fn write_block_table(&mut self) -> Result<()> {
@@ -569,7 +579,9 @@ impl<F: Flash> Fs<F> {
         let mut prov_pages: Vec<u32> = prov.iter().map(|&(b, _)| b / per).collect();
         prov_pages.dedup();
         let last_prov = core::mem::take(&mut self.cp.provisional_pages);
-        let nodes = |plan: &(Vec<u32>, u32)| plan.0.len() as u32 + plan.1.div_ceil(per_delta);
+        let n_dirs = p.bt_dir_nodes();
+        let nodes =
+            |plan: &(Vec<u32>, u32)| plan.0.len() as u32 + plan.1.div_ceil(per_delta) + n_dirs;
         // Opening blocks for the pages changes records (maybe of pages not in the plan yet).
         let mut plan = self.plan_block_table(&prov_pages, &last_prov);
         let mut room = nodes(&plan);
@@ -600,7 +612,7 @@ impl<F: Flash> Fs<F> {
             .store
             .bt_page_addrs()
             .iter()
-            .chain(self.cp.table_deltas.iter());
+            .chain(self.cp.table_nodes.iter());
         for a in named.filter(|a| !a.is_none()) {
             *bt_in.get_or_default(p.block_of(*a)) += 1;
         }
@@ -728,7 +740,34 @@ impl<F: Flash> Fs<F> {
                 }
             }
         }
-        let old = core::mem::replace(&mut self.cp.table_deltas, deltas);
+        // The directory nodes, listing every page as written now.
+        let addrs = self.store.bt_page_addrs().to_vec();
+        let per_dir = p.bt_dir_entries().max(1) as usize;
+        if n_dirs > 0 {
+            for (k, chunk) in addrs.chunks(per_dir).enumerate() {
+                let mut nb = NodeBuilder::new(NodeType::BlockTableDir, 0, 0, p.map_page as usize);
+                nb.w.u32((k * per_dir) as u32).u32(chunk.len() as u32);
+                for a in chunk {
+                    nb.w.u32(a.0);
+                }
+                let cur = nb.w.len() as u32;
+                nb.w.fill(0, (p.map_page - cur) as usize);
+                match self
+                    .store
+                    .write_node_uncredited(LogKind::Map, nb, Priority::Reserve)
+                {
+                    Ok(a) => {
+                        self.store.account_bt_page(a, true);
+                        deltas.push(a);
+                    }
+                    Err(e) => {
+                        undo(self, &deltas);
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let old = core::mem::replace(&mut self.cp.table_nodes, deltas);
         undo(self, &old);
         Ok(())
     }

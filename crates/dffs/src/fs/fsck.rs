@@ -407,13 +407,18 @@ impl<F: Flash> Fs<F> {
                 ));
             }
         }
-        // Block-table delta nodes: live while the newest checkpoint names them (every
-        // checkpoint writes its own, so one in a collected block needs nothing more).
-        for a in self.cp.table_deltas.clone() {
+        // Block-table delta and directory nodes: live while the newest checkpoint names them
+        // (every checkpoint writes its own, so one in a collected block needs nothing more).
+        for a in self.cp.table_nodes.clone() {
             let collected = p.addr_valid(a)
                 && self.store.block(p.block_of(a)).state() == BlockState::PendingErase;
             if !collected {
-                w.claim(a, p.map_page, "block-table delta", "block table");
+                w.claim(
+                    a,
+                    p.map_page,
+                    "block-table delta or directory",
+                    "block table",
+                );
             }
         }
         self.fsck_blocks(&mut w);

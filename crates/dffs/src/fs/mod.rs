@@ -135,8 +135,10 @@ struct CheckpointPos {
     /// The anchors moved since the last home checkpoint: the next checkpoint goes home.
     home_owed: bool,
     /// Block-table delta nodes the last checkpoint named (records that differ from their
-    /// pages; every checkpoint writes the ones it needs afresh).
-    table_deltas: Vec<Addr>,
+    /// pages; every checkpoint writes the ones it needs afresh), then its block-table
+    /// directory nodes (the last `Params::bt_dir_nodes`, none on most devices; also written
+    /// afresh by every checkpoint).
+    table_nodes: Vec<Addr>,
     /// Block-table pages last written with provisional data subtracted (page, CRC of the
     /// records written): their records on flash differ from RAM until written again without
     /// it; a checkpoint that would write one with the same records skips it.
@@ -206,7 +208,7 @@ impl<F: Flash> Fs<F> {
                 },
                 home: crate::checkpoint::Home::NONE,
                 home_owed: false,
-                table_deltas: Vec::new(),
+                table_nodes: Vec::new(),
                 provisional_pages: Vec::new(),
                 data_blocks: 0,
             },

@@ -189,11 +189,17 @@ impl<F: Flash> Fs<F> {
         // pages: see `BlockTable`).
         let per = p.bt_entries();
         let nblocks = p.geometry.blocks;
-        if cp.bt_pages.len() != nblocks.div_ceil(per) as usize {
+        // On devices whose checkpoint names directory nodes, the pages are listed there.
+        let listed = if cp.bt_dirs.is_empty() {
+            cp.bt_pages.clone()
+        } else {
+            self.read_bt_dirs(&cp.bt_dirs)?
+        };
+        if listed.len() != nblocks.div_ceil(per) as usize {
             return Err(Error::Corrupt);
         }
         self.store.begin_table_load();
-        for (i, a) in cp.bt_pages.iter().enumerate() {
+        for (i, a) in listed.iter().enumerate() {
             let (_h, bytes) = self.store.read_node(*a, NodeType::BlockTable, p.map_page)?;
             let mut recs = Vec::with_capacity(per as usize);
             decode_page(
@@ -274,7 +280,7 @@ impl<F: Flash> Fs<F> {
         // in a block the table says holds a log's nodes: a damaged checkpoint naming a stale
         // page left in a free block (an anchor that moved away, say) would credit live bytes
         // to a block the allocator hands out.
-        for a in cp.bt_pages.iter().chain(cp.bt_deltas.iter()) {
+        for a in listed.iter().chain(&cp.bt_deltas).chain(&cp.bt_dirs) {
             let b = p.block_of(*a);
             if !matches!(
                 self.store.block(b).state(),
@@ -286,7 +292,7 @@ impl<F: Flash> Fs<F> {
         }
         // (find_newest set the checkpoint's remaps.)
         self.store.mark_remapped_spares_bad();
-        self.cp.table_deltas = cp.bt_deltas.clone();
+        self.cp.table_nodes = cp.bt_deltas.iter().chain(&cp.bt_dirs).copied().collect();
         // Heads as the checkpoint left them; any other block still marked as a head was closed
         // after the table was written.
         for (h, &(b, off)) in cp.heads.iter().enumerate() {
@@ -392,6 +398,36 @@ impl<F: Flash> Fs<F> {
 
     /// Frees files that were unlinked while open when the checkpoint was taken.
     #[inline(never)]
+    /// The block-table page addresses the directory nodes `dirs` list (FORMAT §8.2): each
+    /// names where its run of pages begins and how many it holds, and the runs must follow
+    /// one another from page 0, every node but the last full.
+    fn read_bt_dirs(&mut self, dirs: &[Addr]) -> Result<Vec<Addr>> {
+        let p = self.store.p();
+        let per = p.bt_dir_entries();
+        let pages = p.geometry.blocks.div_ceil(p.bt_entries());
+        let mut out = Vec::with_capacity(pages as usize);
+        for a in dirs {
+            let (_h, bytes) = self
+                .store
+                .read_node(*a, NodeType::BlockTableDir, p.map_page)?;
+            let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
+            let first = r.u32()?;
+            let n = r.u32()?;
+            let want = per.min(pages.saturating_sub(out.len() as u32));
+            if first as usize != out.len() || n != want || n == 0 {
+                return Err(Error::Corrupt);
+            }
+            for _ in 0..n {
+                let x = Addr(r.u32()?);
+                if !p.addr_valid(x) {
+                    return Err(Error::Corrupt);
+                }
+                out.push(x);
+            }
+        }
+        Ok(out)
+    }
+
     fn orphans_from_checkpoint(&mut self, cp: &Checkpoint) -> Result<()> {
         for &(ino, addr) in &cp.orphans {
             if self.cfg.read_only {

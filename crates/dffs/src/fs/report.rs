@@ -142,7 +142,7 @@ impl<F: Flash> Fs<F> {
             + inos
             + self.open.handles.capacity() * core::mem::size_of::<Option<Handle>>()
             + self.data_cache.ram_bytes()
-            + self.cp.table_deltas.capacity() * 4
+            + self.cp.table_nodes.capacity() * 4
             + self.gc.index_batch.capacity() * core::mem::size_of::<(u32, Addr, u8, u32)>()
     }
 

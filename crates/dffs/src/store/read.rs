@@ -263,7 +263,8 @@ fn node_cause(typ: NodeType) -> Cause {
         NodeType::MapLeaf
         | NodeType::MapInterior
         | NodeType::BlockTable
-        | NodeType::BlockTableDelta => Cause::Map,
+        | NodeType::BlockTableDelta
+        | NodeType::BlockTableDir => Cause::Map,
         NodeType::Data | NodeType::DataZ => Cause::Data,
         _ => Cause::Journal,
     }
