@@ -161,6 +161,25 @@ fn image_bytes(g: &Geometry) -> u64 {
     image_page_bytes(g) * g.total_pages() as u64
 }
 
+/// The image's blocks `0..blocks` as runs `(first, count, hole)`, in order: the `holes`
+/// (ascending, disjoint, inside the device; see `Sidecar::erased_blocks`) and the runs of
+/// written blocks between them.
+fn block_runs(blocks: u32, holes: &[(u32, u32)]) -> Vec<(u32, u32, bool)> {
+    let mut runs = Vec::with_capacity(2 * holes.len() + 1);
+    let mut b = 0;
+    for &(first, count) in holes {
+        if first > b {
+            runs.push((b, first - b, false));
+        }
+        runs.push((first, count, true));
+        b = first + count;
+    }
+    if b < blocks {
+        runs.push((b, blocks - b, false));
+    }
+    runs
+}
+
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
@@ -252,21 +271,14 @@ impl SimFlash {
         let holes = self.hole_blocks();
         let block_bytes = image_page_bytes(&g) * g.pages_per_block as u64;
         write_atomic(path, |w| {
-            let mut next_hole = holes.iter().peekable();
-            let mut b = 0;
-            while b < g.blocks {
-                if let Some(&&(first, count)) = next_hole.peek() {
-                    if first == b {
-                        w.seek(SeekFrom::Current((block_bytes * count as u64) as i64))?;
-                        b += count;
-                        next_hole.next();
-                        continue;
-                    }
+            for (first, count, hole) in block_runs(g.blocks, &holes) {
+                if hole {
+                    w.seek(SeekFrom::Current((block_bytes * count as u64) as i64))?;
+                    continue;
                 }
-                for p in g.first_page(b)..g.first_page(b) + g.pages_per_block {
+                for p in g.first_page(first)..g.first_page(first + count) {
                     w.write_all(self.page_raw(p))?;
                 }
-                b += 1;
             }
             w.flush()?;
             // A hole at the end is not written by the seek alone.
@@ -529,19 +541,13 @@ impl SimFlash {
         let mut r = BufReader::with_capacity(1 << 20, file);
         let mut buf = vec![0u8; image_page_bytes(&g) as usize];
         let block_bytes = image_page_bytes(&g) * g.pages_per_block as u64;
-        let mut next_hole = holes.iter().peekable();
-        let mut b = 0;
-        while b < g.blocks {
-            if let Some(&&(first, count)) = next_hole.peek() {
-                if first == b {
-                    r.seek_relative((block_bytes * count as u64) as i64)
-                        .map_err(|e| SimError::io(path, e))?;
-                    b += count;
-                    next_hole.next();
-                    continue;
-                }
+        for (first, count, hole) in block_runs(g.blocks, holes) {
+            if hole {
+                r.seek_relative((block_bytes * count as u64) as i64)
+                    .map_err(|e| SimError::io(path, e))?;
+                continue;
             }
-            for p in g.first_page(b)..g.first_page(b) + g.pages_per_block {
+            for p in g.first_page(first)..g.first_page(first + count) {
                 r.read_exact(&mut buf).map_err(|e| SimError::io(path, e))?;
                 self.pages[p as usize] = if buf.iter().all(|&b| b == 0xFF) {
                     None
@@ -549,7 +555,6 @@ impl SimFlash {
                     Some(buf.clone().into_boxed_slice())
                 };
             }
-            b += 1;
         }
         Ok(())
     }

@@ -202,19 +202,19 @@ impl Checkpoint {
         if listed > r.remaining() / 4 {
             return Err(Error::Corrupt);
         }
-        let mut bt_pages = Vec::new();
-        let mut bt_dirs = Vec::new();
+        let mut addrs = Vec::with_capacity(listed);
         for _ in 0..listed {
             let a = Addr(r.u32()?);
             if !params.addr_valid(a) {
                 return Err(Error::Corrupt);
             }
-            if n_dirs > 0 {
-                bt_dirs.push(a);
-            } else {
-                bt_pages.push(a);
-            }
+            addrs.push(a);
         }
+        let (bt_pages, bt_dirs) = if n_dirs > 0 {
+            (Vec::new(), addrs)
+        } else {
+            (addrs, Vec::new())
+        };
         let n = r.u32()? as usize;
         if n > r.remaining() / 8 {
             return Err(Error::Corrupt);

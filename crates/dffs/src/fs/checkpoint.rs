@@ -703,12 +703,7 @@ impl<F: Flash> Fs<F> {
         self.cp.provisional_pages = now_prov;
         // The carried records, in delta nodes written afresh (the last checkpoint's stop being
         // live once this one names the new ones).
-        let mut deltas: Vec<Addr> = Vec::new();
-        let undo = |fs: &mut Self, deltas: &[Addr]| {
-            for &a in deltas {
-                fs.store.account_bt_page(a, false);
-            }
-        };
+        let mut nodes: Vec<Addr> = Vec::new();
         for chunk in carried.chunks(per_delta.max(1) as usize) {
             let mut nb = NodeBuilder::new(NodeType::BlockTableDelta, 0, 0, p.map_page as usize);
             nb.w.u32(chunk.len() as u32).u32(0);
@@ -716,60 +711,64 @@ impl<F: Flash> Fs<F> {
                 let w = match self.store.wear(b) {
                     Ok(w) => w,
                     Err(e) => {
-                        undo(self, &deltas);
+                        self.uncount_table_nodes(&nodes);
                         return Err(e);
                     }
                 };
                 nb.w.u32(b);
                 record(self, &bt_in, b, w).encode(&mut nb.w);
             }
-            let cur = nb.w.len() as u32;
-            nb.w.fill(0, (p.map_page - cur) as usize);
-            match self
-                .store
-                .write_node_uncredited(LogKind::Map, nb, Priority::Reserve)
-            {
-                Ok(a) => {
-                    self.store.account_bt_page(a, true);
-                    *bt_in.get_or_default(p.block_of(a)) += 1;
-                    deltas.push(a);
-                }
-                Err(e) => {
-                    undo(self, &deltas);
-                    return Err(e);
-                }
-            }
+            let a = self.write_table_node(nb, &mut nodes)?;
+            *bt_in.get_or_default(p.block_of(a)) += 1;
         }
         // The directory nodes, listing every page as written now.
-        let addrs = self.store.bt_page_addrs().to_vec();
-        let per_dir = p.bt_dir_entries().max(1) as usize;
         if n_dirs > 0 {
+            let addrs = self.store.bt_page_addrs().to_vec();
+            let per_dir = p.bt_dir_entries().max(1) as usize;
             for (k, chunk) in addrs.chunks(per_dir).enumerate() {
                 let mut nb = NodeBuilder::new(NodeType::BlockTableDir, 0, 0, p.map_page as usize);
                 nb.w.u32((k * per_dir) as u32).u32(chunk.len() as u32);
                 for a in chunk {
                     nb.w.u32(a.0);
                 }
-                let cur = nb.w.len() as u32;
-                nb.w.fill(0, (p.map_page - cur) as usize);
-                match self
-                    .store
-                    .write_node_uncredited(LogKind::Map, nb, Priority::Reserve)
-                {
-                    Ok(a) => {
-                        self.store.account_bt_page(a, true);
-                        deltas.push(a);
-                    }
-                    Err(e) => {
-                        undo(self, &deltas);
-                        return Err(e);
-                    }
-                }
+                self.write_table_node(nb, &mut nodes)?;
             }
         }
-        let old = core::mem::replace(&mut self.cp.table_nodes, deltas);
-        undo(self, &old);
+        let old = core::mem::replace(&mut self.cp.table_nodes, nodes);
+        self.uncount_table_nodes(&old);
         Ok(())
+    }
+
+    /// Writes a checkpoint's own delta or directory node `nb`, zero-filled to a map page, to
+    /// the map log and counts it live in RAM (records on flash do not count it: FORMAT §8.2),
+    /// adding it to `written`. When the write fails, every node of `written` is uncounted and
+    /// the error returned.
+    fn write_table_node(&mut self, mut nb: NodeBuilder, written: &mut Vec<Addr>) -> Result<Addr> {
+        let len = self.store.p().map_page;
+        let cur = nb.w.len() as u32;
+        nb.w.fill(0, len.saturating_sub(cur) as usize);
+        match self
+            .store
+            .write_node_uncredited(LogKind::Map, nb, Priority::Reserve)
+        {
+            Ok(a) => {
+                self.store.account_bt_page(a, true);
+                written.push(a);
+                Ok(a)
+            }
+            Err(e) => {
+                self.uncount_table_nodes(written);
+                Err(e)
+            }
+        }
+    }
+
+    /// Takes the live bytes of the table nodes `nodes` away again (nodes no checkpoint names
+    /// any more, or that one failed to name).
+    fn uncount_table_nodes(&mut self, nodes: &[Addr]) {
+        for &a in nodes {
+            self.store.account_bt_page(a, false);
+        }
     }
 
     /// Dirty metadata items (inodes, directory pages, map pages) waiting for a checkpoint.

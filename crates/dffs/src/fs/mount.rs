@@ -190,10 +190,12 @@ impl<F: Flash> Fs<F> {
         let per = p.bt_entries();
         let nblocks = p.geometry.blocks;
         // On devices whose checkpoint names directory nodes, the pages are listed there.
-        let listed = if cp.bt_dirs.is_empty() {
-            cp.bt_pages.clone()
+        let from_dirs;
+        let listed: &[Addr] = if cp.bt_dirs.is_empty() {
+            &cp.bt_pages
         } else {
-            self.read_bt_dirs(&cp.bt_dirs)?
+            from_dirs = self.read_bt_dirs(&cp.bt_dirs)?;
+            &from_dirs
         };
         if listed.len() != nblocks.div_ceil(per) as usize {
             return Err(Error::Corrupt);
@@ -396,8 +398,6 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
-    /// Frees files that were unlinked while open when the checkpoint was taken.
-    #[inline(never)]
     /// The block-table page addresses the directory nodes `dirs` list (FORMAT §8.2): each
     /// names where its run of pages begins and how many it holds, and the runs must follow
     /// one another from page 0, every node but the last full.
@@ -428,6 +428,8 @@ impl<F: Flash> Fs<F> {
         Ok(out)
     }
 
+    /// Frees files that were unlinked while open when the checkpoint was taken.
+    #[inline(never)]
     fn orphans_from_checkpoint(&mut self, cp: &Checkpoint) -> Result<()> {
         for &(ino, addr) in &cp.orphans {
             if self.cfg.read_only {

@@ -646,31 +646,24 @@ impl BlockTable {
             return None;
         }
         if self.used[kind as usize].min == UsedSums::UNKNOWN {
-            let mut min = [u32::MAX; LogKind::ALL.len()];
-            for b in 0..self.n {
-                let e = self.hot_get(b);
-                if e.state() == BlockState::Used {
-                    let m = &mut min[e.kind() as usize];
-                    *m = (*m).min(e.live);
-                }
-            }
-            for (u, m) in self.used.iter_mut().zip(min) {
+            let (_, counted) = self.recount_sums();
+            for (u, c) in self.used.iter_mut().zip(counted) {
                 if u.n > 0 {
-                    u.min = m;
+                    u.min = c.min;
                 }
             }
         }
         Some(self.used[kind as usize].min)
     }
 
-    /// Counts `live_outside_journal`, `used_of` and `used_min_live` again from the records
-    /// (for debug checks): `Err` names the first that differs.
-    pub fn check_sums(&self) -> core::result::Result<(), &'static str> {
+    /// `live_files` and `used` counted from the records, in one pass (every least count
+    /// known; `UNKNOWN` for a log with no closed block).
+    fn recount_sums(&self) -> (u64, [UsedSums; LogKind::ALL.len()]) {
         let mut live = 0u64;
-        let mut used = [UsedSums::default(); LogKind::ALL.len()];
-        for m in used.iter_mut() {
-            m.min = u32::MAX;
-        }
+        let mut used = [UsedSums {
+            min: UsedSums::UNKNOWN,
+            ..UsedSums::default()
+        }; LogKind::ALL.len()];
         for b in 0..self.n {
             let e = self.hot_get(b);
             if Self::holds_files(e) {
@@ -683,6 +676,13 @@ impl BlockTable {
                 u.min = u.min.min(e.live);
             }
         }
+        (live, used)
+    }
+
+    /// Counts `live_outside_journal`, `used_of` and `used_min_live` again from the records
+    /// (for debug checks): `Err` names the first that differs.
+    pub fn check_sums(&self) -> core::result::Result<(), &'static str> {
+        let (live, used) = self.recount_sums();
         if live != self.live_files {
             return Err("live bytes outside the journal");
         }
