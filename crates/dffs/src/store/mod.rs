@@ -120,6 +120,9 @@ pub(crate) struct Store<F: Flash> {
     anchor_precounted: Option<u32>,
     /// Blocks whose erase replay has counted (see [`Store::count_replayed_erase`]).
     replay_counted: Vec<u32>,
+    /// Scans read every block-table page RAM does not hold, whatever its bounds say (tests
+    /// compare the choices).
+    full_scans: bool,
 }
 
 /// A commit run in progress: consecutive file blocks of one inode written as consecutive pages
@@ -185,7 +188,14 @@ impl<F: Flash> Store<F> {
             unannounced_erases: 0,
             anchor_precounted: None,
             replay_counted: Vec::new(),
+            full_scans: false,
         }
+    }
+
+    /// Makes scans of the block table read every page RAM does not hold (`true`) or only
+    /// those whose bounds say they could change the choice (`false`, the default).
+    pub fn set_full_scans(&mut self, on: bool) {
+        self.full_scans = on;
     }
 
     /// Sets how many block-table pages of wear the table may cache (from the next
@@ -522,9 +532,11 @@ impl<F: Flash> Store<F> {
         self.table.set_unmarked(b, e);
     }
 
-    /// Counts the block table's sums again from its records (debug checks).
+    /// Counts the block table's sums again from its records, and checks its page bounds
+    /// where RAM holds the wear (debug checks).
     pub fn check_sums(&self) -> core::result::Result<(), &'static str> {
-        self.table.check_sums()
+        self.table.check_sums()?;
+        self.table.check_bounds()
     }
 
     /// Blocks in state `s`.
@@ -665,6 +677,11 @@ impl<F: Flash> Store<F> {
         }
         let mut v = self.read_bt_wear(i)?;
         self.table.apply_changes(i, &mut v);
+        #[cfg(debug_assertions)]
+        if let Err(e) = self.table.bounds_hold(i, &v) {
+            panic!("block-table page {i} read from flash: {e}");
+        }
+        self.table.page_seen(i, &v);
         Ok(v)
     }
 
@@ -726,15 +743,66 @@ impl<F: Flash> Store<F> {
         Ok(())
     }
 
-    /// Static wear leveling's figures ([`WlFigures`]): kept up to date by the table, counted
-    /// again over every block (reading the pages RAM does not hold) after a change it could
-    /// not follow.
+    /// Static wear leveling's figures ([`WlFigures`]): kept up to date by the table; after a
+    /// change it could not follow, the largest erase count or the coldest block found again
+    /// (reading only the pages RAM does not hold whose bounds could hold them), or, when the
+    /// totals were lost too, everything counted again over every block.
     pub fn wl_figures(&mut self) -> Result<WlFigures> {
         if let Some(f) = self.table.wl_figures() {
             return Ok(f);
         }
-        let f = self.count_wl_figures(|_| false)?;
+        let f = match self.table.wl_partial() {
+            Some((f, max, cold)) => self.find_wl_figures(f, max, cold)?,
+            None => self.count_wl_figures(|_| false)?,
+        };
         self.table.set_wl_figures(f);
+        Ok(f)
+    }
+
+    /// Finds the largest erase count (`max`) and the coldest block (`cold`) of `f` again:
+    /// from the pages RAM holds, then from each other page whose bounds say it could change
+    /// them ([`BlockTable::wl_ec_range`]).
+    fn find_wl_figures(&mut self, mut f: WlFigures, max: bool, cold: bool) -> Result<WlFigures> {
+        if max {
+            f.max = 0;
+        }
+        if cold {
+            f.coldest = None;
+        }
+        let per = self.table.per_page();
+        for in_ram in [true, false] {
+            for i in 0..self.table.page_count() {
+                if self.table.page_in_ram(i) != in_ram {
+                    continue;
+                }
+                let blocks = i * per..((i + 1) * per).min(self.table.len());
+                if !in_ram && !self.full_scans {
+                    let (lo, hi) = self.table.wl_ec_range(i);
+                    let first = blocks.start;
+                    let colder = f
+                        .coldest
+                        .is_none_or(|(ec, b)| lo < ec || (lo == ec && first < b));
+                    let any = |want: fn(BlockInfo) -> bool| {
+                        blocks.clone().any(|b| want(self.table.get(b)))
+                    };
+                    let for_max = max && hi > f.max && any(BlockInfo::in_circulation);
+                    let for_cold = cold && colder && any(BlockInfo::wl_movable);
+                    if !for_max && !for_cold {
+                        continue;
+                    }
+                }
+                let read = self.uncached_bt_page_wear(i)?;
+                for (b, w) in blocks.zip(self.page_wear_in(i, &read)) {
+                    let e = self.table.get(b);
+                    if max && e.in_circulation() {
+                        f.max = f.max.max(w.ec);
+                    }
+                    if cold && e.wl_movable() && f.coldest.is_none_or(|c| (w.ec, b) < c) {
+                        f.coldest = Some((w.ec, b));
+                    }
+                }
+            }
+        }
         Ok(f)
     }
 
@@ -915,14 +983,21 @@ impl<F: Flash> Store<F> {
     }
 
     /// Offers the table every free block outside the anchor area as a candidate, reading the
-    /// wear of the block-table pages that have one.
+    /// wear of the block-table pages that have one and whose bounds say one could be chosen.
     fn find_candidates(&mut self) -> Result<()> {
         let (n, per) = (self.table.len(), self.table.per_page());
         self.table.begin_candidates();
         for i in 0..self.table.page_count() {
             let first = (i * per).max(ANCHOR_AREA);
             let end = ((i + 1) * per).min(n);
-            if !(first..end).any(|b| self.table.get(b).state().is_free()) {
+            let free = (first..end)
+                .filter(|&b| self.table.get(b).state().is_free())
+                .count() as u32;
+            if free == 0
+                || (!self.table.page_in_ram(i)
+                    && !self.full_scans
+                    && !self.table.could_offer(i, free))
+            {
                 continue;
             }
             let read = self.uncached_bt_page_wear(i)?;
@@ -958,6 +1033,24 @@ impl<F: Flash> Store<F> {
     /// it does not cache are kept apart: [`Store::wear_backlog`]).
     pub fn bt_page_cached(&self, i: u32) -> bool {
         self.table.cached_page(i).is_some()
+    }
+
+    /// Whether RAM holds the wear of block-table page `i`'s blocks: reading it costs
+    /// nothing.
+    pub fn bt_page_in_ram(&self, i: u32) -> bool {
+        self.table.page_in_ram(i)
+    }
+
+    /// Whether a scan must read block-table page `i` whatever its bounds say (it is not in
+    /// RAM, and [`Store::set_full_scans`] is on).
+    pub fn bt_page_read_anyway(&self, i: u32) -> bool {
+        self.full_scans && !self.table.page_in_ram(i)
+    }
+
+    /// The oldest age a block of block-table page `i` may have: a bound RAM keeps for every
+    /// page, so that victim choice reads only pages that may hold a better victim.
+    pub fn bt_page_oldest(&self, i: u32) -> Option<u32> {
+        self.table.oldest_age(i)
     }
 
     /// Records of block-table page `i` that differ from the page on flash.

@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 use crate::error::Result;
 use crate::format::params::{LogKind, ANCHOR_AREA};
 use crate::fs::Fs;
-use crate::store::{BlockState, ANCHOR_SPARES};
+use crate::store::{BlockState, Wear, ANCHOR_SPARES};
 use dffs_flash::Flash;
 
 /// A victim's cost-benefit score, the exact fraction `num / den` (integer arithmetic: a
@@ -26,6 +26,15 @@ impl Score {
     fn exceeds(self, k: u64, other: Score) -> bool {
         self.num as u128 * other.den as u128 > k as u128 * other.num as u128 * self.den as u128
     }
+}
+
+/// The best victim so far without and with the open copy block's room: score and block.
+type Best = [Option<(Score, u32)>; 2];
+
+/// Whether `a` (score, block) beats `b`: a higher score, or an equal one and a lower block
+/// (the choice a pass in block order makes, keeping the first of equal scores).
+fn beats(a: (Score, u32), b: (Score, u32)) -> bool {
+    a.0.exceeds(1, b.0) || (!b.0.exceeds(1, a.0) && a.1 < b.1)
 }
 
 impl<F: Flash> Fs<F> {
@@ -228,51 +237,130 @@ impl<F: Flash> Fs<F> {
     }
 
     /// [`Fs::best_victim`], and whether the choice needed the open copy block's room. The
-    /// score by age reads the blocks' ages a block-table page at a time (from flash when RAM
-    /// does not hold them); the urgent score reads nothing.
+    /// score by age needs the blocks' ages, a block-table page at a time: pages RAM holds are
+    /// scored first, then the page whose bound is best (its blocks scored with the oldest age
+    /// the page may hold, [`Store::bt_page_oldest`]), then, in block order, every other page
+    /// whose bound could still beat the best so far; only those are read from flash. The
+    /// choice is the one a pass over every block makes: the best score, the lower block among
+    /// equals. The urgent score reads nothing.
+    ///
+    /// [`Store::bt_page_oldest`]: crate::store::Store::bt_page_oldest
     fn best_victim_how(&mut self, urgent: bool) -> Result<Option<(u32, bool)>> {
         let room = self.copy_room();
         let rewrite = self.rewrite_room();
         let per = self.store.p().bt_entries();
-        let n = self.store.block_count();
+        let pages = self.store.block_count().div_ceil(per);
         // The best block without and with the open copy block's room (the second only
         // matters when there is no room for copies).
-        let mut best: [Option<(Score, u32)>; 2] = [None, None];
-        for pg in 0..n.div_ceil(per) {
-            let blocks = pg * per..((pg + 1) * per).min(n);
-            let used = |b: u32| {
-                let e = self.store.block(b);
-                e.state() == BlockState::Used && e.kind() != LogKind::Journal
-            };
-            if !blocks.clone().any(used) {
-                continue;
+        let mut best: Best = [None, None];
+        let needs_read = |fs: &Self, pg: u32| !urgent && !fs.store.bt_page_in_ram(pg);
+        for pg in 0..pages {
+            if !needs_read(self, pg) {
+                // (Nothing is read: the page is cached, or its wear is RAM's alone.)
+                let read = match urgent {
+                    true => None,
+                    false => self.store.uncached_bt_page_wear(pg)?,
+                };
+                let wear = (!urgent).then(|| self.store.page_wear_in(pg, &read));
+                self.score_page(pg, &mut best, urgent, (room, rewrite), wear);
             }
-            // Ages: from RAM's cached page, or read (not when urgent).
-            let read = match urgent {
-                true => None,
-                false => self.store.uncached_bt_page_wear(pg)?,
-            };
-            let wear = (!urgent).then(|| self.store.page_wear_in(pg, &read));
-            for b in blocks {
-                let age = wear
-                    .and_then(|w| w.get((b - pg * per) as usize))
-                    .map_or(0, |w| w.age);
-                for (k, stretch) in [(0, false), (1, true)] {
-                    if stretch && room {
-                        continue;
-                    }
-                    if let Some(score) = self.victim_score(b, urgent, (room, rewrite), stretch, age)
-                    {
-                        if best[k].is_none_or(|(s, _)| score.exceeds(1, s)) {
-                            best[k] = Some((score, b));
-                        }
+        }
+        // Pages on flash: the one of best bound first, so that the others are mostly ruled
+        // out by their bounds.
+        let mut first: Option<(Score, u32)> = None;
+        for pg in 0..pages {
+            if needs_read(self, pg) {
+                if let Some(ub) = self.page_bound(pg, &best, (room, rewrite)) {
+                    if first.is_none_or(|(s, _)| ub.exceeds(1, s)) {
+                        first = Some((ub, pg));
                     }
                 }
             }
         }
+        let first = first.map(|(_, pg)| pg);
+        for (step, pg) in first.into_iter().chain(0..pages).enumerate() {
+            if !needs_read(self, pg)
+                || (step > 0 && Some(pg) == first)
+                || (self.page_bound(pg, &best, (room, rewrite)).is_none()
+                    && !self.store.bt_page_read_anyway(pg))
+            {
+                continue;
+            }
+            let read = self.store.uncached_bt_page_wear(pg)?;
+            let wear = self.store.page_wear_in(pg, &read);
+            self.score_page(pg, &mut best, urgent, (room, rewrite), Some(wear));
+        }
         Ok(best[0]
             .map(|x| (x.1, false))
             .or_else(|| best[1].map(|x| (x.1, true))))
+    }
+
+    /// Scores the blocks of block-table page `pg` into `best` (one entry without and one
+    /// with the open copy block's room), with their ages from `wear` (`None`: age unused,
+    /// urgent). A block replaces the best with a higher score, or an equal one and a lower
+    /// number.
+    fn score_page(
+        &self,
+        pg: u32,
+        best: &mut Best,
+        urgent: bool,
+        (room, rewrite): (bool, u64),
+        wear: Option<&[Wear]>,
+    ) {
+        let per = self.store.p().bt_entries();
+        let blocks = pg * per..((pg + 1) * per).min(self.store.block_count());
+        for b in blocks {
+            let age = wear
+                .and_then(|w| w.get((b - pg * per) as usize))
+                .map_or(0, |w| w.age);
+            for (k, stretch) in [(0, false), (1, true)] {
+                if stretch && room {
+                    continue;
+                }
+                if let Some(score) = self.victim_score(b, urgent, (room, rewrite), stretch, age) {
+                    if best[k].is_none_or(|(s, x)| beats((score, b), (s, x))) {
+                        best[k] = Some((score, b));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The best score a block of page `pg` could have, scored with the oldest age the page
+    /// may hold, if it could beat `best` (with the lowest block of the page, which wins a
+    /// tie); `None` when no block of the page can change the choice.
+    fn page_bound(&self, pg: u32, best: &Best, room: (bool, u64)) -> Option<Score> {
+        let mut ub: Best = [None, None];
+        // (Without a bound, the oldest age there is: a full turn of the ring before now.)
+        let now = self.store.cp_number() as u32;
+        let oldest = self
+            .store
+            .bt_page_oldest(pg)
+            .unwrap_or(now.wrapping_add(1) & 0xFF_FFFF);
+        let per = self.store.p().bt_entries();
+        let blocks = pg * per..((pg + 1) * per).min(self.store.block_count());
+        let first = blocks.start;
+        for b in blocks {
+            for (k, stretch) in [(0, false), (1, true)] {
+                if stretch && room.0 {
+                    continue;
+                }
+                if let Some(score) = self.victim_score(b, false, room, stretch, oldest) {
+                    if ub[k].is_none_or(|(s, _)| score.exceeds(1, s)) {
+                        ub[k] = Some((score, first));
+                    }
+                }
+            }
+        }
+        let mut out: Option<Score> = None;
+        for k in 0..2 {
+            if let Some(u) = ub[k] {
+                if best[k].is_none_or(|b| beats(u, b)) && out.is_none_or(|s| u.0.exceeds(1, s)) {
+                    out = Some(u.0);
+                }
+            }
+        }
+        out
     }
 
     /// When space is needed now: drops a victim chosen earlier (in the background, by age)
