@@ -31,6 +31,17 @@ impl Score {
 /// The best victim so far without and with the open copy block's room: score and block.
 type Best = [Option<(Score, u32)>; 2];
 
+/// Where the ages of a page's blocks come from when they are scored.
+#[derive(Clone, Copy)]
+enum Ages<'a> {
+    /// No age (the urgent score).
+    Unused,
+    /// Each block's own, in block order.
+    Each(&'a [Wear]),
+    /// One age for all (a bound: the oldest the page may hold).
+    All(u32),
+}
+
 /// Whether `a` (score, block) beats `b`: a higher score, or an equal one and a lower block
 /// (the choice a pass in block order makes, keeping the first of equal scores).
 fn beats(a: (Score, u32), b: (Score, u32)) -> bool {
@@ -261,8 +272,11 @@ impl<F: Flash> Fs<F> {
                     true => None,
                     false => self.store.uncached_bt_page_wear(pg)?,
                 };
-                let wear = (!urgent).then(|| self.store.page_wear_in(pg, &read));
-                self.score_page(pg, &mut best, urgent, (room, rewrite), wear);
+                let ages = match urgent {
+                    true => Ages::Unused,
+                    false => Ages::Each(self.store.page_wear_in(pg, &read)),
+                };
+                self.score_page(pg, &mut best, urgent, (room, rewrite), ages);
             }
         }
         // Pages on flash: the one of best bound first, so that the others are mostly ruled
@@ -287,8 +301,8 @@ impl<F: Flash> Fs<F> {
                 continue;
             }
             let read = self.store.uncached_bt_page_wear(pg)?;
-            let wear = self.store.page_wear_in(pg, &read);
-            self.score_page(pg, &mut best, urgent, (room, rewrite), Some(wear));
+            let ages = Ages::Each(self.store.page_wear_in(pg, &read));
+            self.score_page(pg, &mut best, urgent, (room, rewrite), ages);
         }
         Ok(best[0]
             .map(|x| (x.1, false))
@@ -296,23 +310,24 @@ impl<F: Flash> Fs<F> {
     }
 
     /// Scores the blocks of block-table page `pg` into `best` (one entry without and one
-    /// with the open copy block's room), with their ages from `wear` (`None`: age unused,
-    /// urgent). A block replaces the best with a higher score, or an equal one and a lower
-    /// number.
+    /// with the open copy block's room), with their ages from `ages`. A block replaces the
+    /// best with a higher score, or an equal one and a lower number.
     fn score_page(
         &self,
         pg: u32,
         best: &mut Best,
         urgent: bool,
         (room, rewrite): (bool, u64),
-        wear: Option<&[Wear]>,
+        ages: Ages<'_>,
     ) {
         let per = self.store.p().bt_entries();
         let blocks = pg * per..((pg + 1) * per).min(self.store.block_count());
         for b in blocks {
-            let age = wear
-                .and_then(|w| w.get((b - pg * per) as usize))
-                .map_or(0, |w| w.age);
+            let age = match ages {
+                Ages::Unused => 0,
+                Ages::Each(w) => w.get((b - pg * per) as usize).map_or(0, |w| w.age),
+                Ages::All(a) => a,
+            };
             for (k, stretch) in [(0, false), (1, true)] {
                 if stretch && room {
                     continue;
@@ -330,33 +345,20 @@ impl<F: Flash> Fs<F> {
     /// may hold, if it could beat `best` (with the lowest block of the page, which wins a
     /// tie); `None` when no block of the page can change the choice.
     fn page_bound(&self, pg: u32, best: &Best, room: (bool, u64)) -> Option<Score> {
-        let mut ub: Best = [None, None];
         // (Without a bound, the oldest age there is: a full turn of the ring before now.)
         let now = self.store.cp_number() as u32;
         let oldest = self
             .store
             .bt_page_oldest(pg)
             .unwrap_or(now.wrapping_add(1) & 0xFF_FFFF);
-        let per = self.store.p().bt_entries();
-        let blocks = pg * per..((pg + 1) * per).min(self.store.block_count());
-        let first = blocks.start;
-        for b in blocks {
-            for (k, stretch) in [(0, false), (1, true)] {
-                if stretch && room.0 {
-                    continue;
-                }
-                if let Some(score) = self.victim_score(b, false, room, stretch, oldest) {
-                    if ub[k].is_none_or(|(s, _)| score.exceeds(1, s)) {
-                        ub[k] = Some((score, first));
-                    }
-                }
-            }
-        }
+        let mut ub: Best = [None, None];
+        self.score_page(pg, &mut ub, false, room, Ages::All(oldest));
+        let first = pg * self.store.p().bt_entries();
         let mut out: Option<Score> = None;
-        for k in 0..2 {
-            if let Some(u) = ub[k] {
-                if best[k].is_none_or(|b| beats(u, b)) && out.is_none_or(|s| u.0.exceeds(1, s)) {
-                    out = Some(u.0);
+        for (u, b) in ub.into_iter().zip(best) {
+            if let Some((u, _)) = u {
+                if b.is_none_or(|b| beats((u, first), b)) && out.is_none_or(|s| u.exceeds(1, s)) {
+                    out = Some(u);
                 }
             }
         }
