@@ -996,3 +996,72 @@ fn scans_by_page_bounds_choose_as_a_pass_over_every_page() {
         full.4
     );
 }
+
+/// What the block table's scans read on larger chips, with full scans (what they read before
+/// the page bounds) and with bounded ones: the figures DESIGN §12.1 publishes. Each case fills
+/// one file (64 KiB writes of one byte value), then makes 3,000 synced random 4 KiB writes of
+/// it, counted after the fill. Long (about a minute in release):
+/// `cargo test --release -p dffs --test block_layer scan_reads -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn scan_reads_on_larger_chips() {
+    // (chip bytes, configuration, file bytes: `None` for 85% of the room)
+    let cases = [
+        (128u64 << 20, Config::default(), None),
+        (
+            16 << 20,
+            Config {
+                table_cache: 1,
+                ..Config::smallest()
+            },
+            Some(8u64 << 20),
+        ),
+    ];
+    for (bytes, cfg, file) in cases {
+        let mut seen = Vec::new();
+        for full in [true, false] {
+            let mut fs = Fs::mount(nor_4k(bytes), cfg).unwrap();
+            fs.debug_full_scans(full);
+            let st = fs.statfs().unwrap();
+            let room = st.blocks_free * st.block_size as u64;
+            let len = file.unwrap_or(room * 85 / 100 / 65536 * 65536);
+            let ino = fs.create(ROOT_INO, b"t", 0o644, 0, 0).unwrap().ino;
+            let fh = fs.open(ino, OpenFlags::RW).unwrap();
+            let chunk = vec![7u8; 65536];
+            for k in 0..len / 65536 {
+                fs.write(fh, k * 65536, &chunk).unwrap();
+            }
+            fs.fsync(fh).unwrap();
+            let (c0, t0, gc0) = (fs.op_counts(), fs.flash().stats(), fs.activity().gc_blocks);
+            let mut rng = Rng(12345);
+            let n = 3000;
+            for _ in 0..n {
+                let at = rng.below(len / 4096) * 4096;
+                fs.write(fh, at, &chunk[..4096]).unwrap();
+                fs.fsync(fh).unwrap();
+            }
+            let c = fs.op_counts().since(&c0);
+            let s = fs.flash().stats().since(&t0);
+            eprintln!(
+                "{} MiB, table cache {}, {} scans: {} collected blocks, {} reads ({} of the \
+                 block table), {} programs, {} erases; per write {:.0} reads, {:.2} ms of \
+                 reads, {:.1} ms of device time",
+                bytes >> 20,
+                cfg.table_cache,
+                if full { "full" } else { "bounded" },
+                fs.activity().gc_blocks - gc0,
+                c.reads,
+                c.by_cause.reads[5],
+                c.programs,
+                c.erases,
+                c.reads as f64 / n as f64,
+                s.read_us() / 1000.0 / n as f64,
+                s.sim_us() / 1000.0 / n as f64,
+            );
+            seen.push((c.programs, c.erases, c.reads));
+        }
+        assert_eq!(seen[0].0, seen[1].0, "programs");
+        assert_eq!(seen[0].1, seen[1].1, "erases");
+        assert!(seen[1].2 < seen[0].2, "reads");
+    }
+}
