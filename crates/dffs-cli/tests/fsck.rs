@@ -4,7 +4,7 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::*;
 
@@ -25,13 +25,20 @@ fn assert_clean(img: &Path, what: &str) -> serde_json::Value {
     v
 }
 
+/// `make_tree`'s tree in `src` under `t`, packed into image `name` of `size`: the source, its
+/// counts and the image.
+fn packed_tree(t: &Path, name: &str, size: &str) -> (PathBuf, TreeCounts, PathBuf) {
+    let src = t.join("src");
+    let counts = make_tree(&src);
+    let img = t.join(name);
+    dffs(&["pack", s(&src), s(&img), "--size", size, "-q"]).ok();
+    (src, counts, img)
+}
+
 #[test]
 fn a_packed_tree_is_clean_with_the_right_counts() {
     let t = tempfile::tempdir().unwrap();
-    let src = t.path().join("src");
-    let counts = make_tree(&src);
-    let img = t.path().join("f.img");
-    dffs(&["pack", s(&src), s(&img), "--size", "8MiB", "-q"]).ok();
+    let (_, counts, img) = packed_tree(t.path(), "f.img", "8MiB");
     let v = assert_clean(&img, "after pack");
     assert_eq!(v["dirs"], counts.dirs + 1);
     assert_eq!(v["files"], counts.files);
@@ -149,10 +156,7 @@ fn damage_is_reported_with_status_4() {
 #[test]
 fn a_chip_larger_than_its_preset_packs_and_checks_clean() {
     let t = tempfile::tempdir().unwrap();
-    let src = t.path().join("src");
-    let counts = make_tree(&src);
-    let img = t.path().join("big.img");
-    dffs(&["pack", s(&src), s(&img), "--size", "2GiB", "-q"]).ok();
+    let (src, counts, img) = packed_tree(t.path(), "big.img", "2GiB");
     let len = fs::metadata(&img).unwrap().len();
     assert_eq!(len, 16_384 * 64 * 2112);
     let on_disk = {

@@ -580,12 +580,14 @@ impl BlockTable {
         self.counts[os as usize] -= 1;
         self.counts[ns as usize] += 1;
         if old.bits != e.bits {
-            self.wl_follow_record(b, old, e);
-            if !self.bounds.is_empty() {
-                let ec = self.wear(b).map(|w| w.ec);
-                if let Some(pb) = self.bounds.get_mut((b / self.per_page) as usize) {
-                    pb.widen(e, ec);
-                }
+            // (The block's erase count, looked up once for the figures and the bounds.)
+            let ec = match self.wl.is_some() || !self.bounds.is_empty() {
+                true => self.wear(b).map(|w| w.ec),
+                false => None,
+            };
+            self.wl_follow_record(b, old, e, ec);
+            if let Some(pb) = self.bounds.get_mut((b / self.per_page) as usize) {
+                pb.widen(e, ec);
             }
             if ns.is_free() && !os.is_free() && b >= ANCHOR_AREA {
                 self.free_gen += 1;
@@ -987,10 +989,10 @@ impl BlockTable {
         if b >= self.n || old == Some(w) {
             return;
         }
-        self.wl_follow_wear(b, old, w.ec);
+        let e = self.hot_get(b);
+        self.wl_follow_wear(b, e, old, w.ec);
         let i = b / self.per_page;
         let k = (b - i * self.per_page) as usize;
-        let e = self.hot_get(b);
         if let Some(pb) = self.bounds.get_mut(i as usize) {
             // (Also for a block `leaving` the free pool: replay counts an erase of a block
             // that stays free that way.)
@@ -1045,11 +1047,11 @@ impl BlockTable {
     }
 
     /// Keeps the figures up to date when block `b`'s record changes from `old` to `new`.
-    fn wl_follow_record(&mut self, b: u32, old: BlockInfo, new: BlockInfo) {
+    /// `ec`: the block's erase count, if RAM holds it.
+    fn wl_follow_record(&mut self, b: u32, old: BlockInfo, new: BlockInfo, ec: Option<u32>) {
         let Some(mut f) = self.wl else {
             return;
         };
-        let ec = self.wear(b).map(|w| w.ec);
         if in_circulation(old) != in_circulation(new) {
             let Some(ec) = ec else {
                 self.wl = None;
@@ -1087,11 +1089,10 @@ impl BlockTable {
 
     /// Keeps the figures up to date when block `b`'s erase count changes from `old` (`None`:
     /// not in RAM) to `ec`.
-    fn wl_follow_wear(&mut self, b: u32, old: Option<Wear>, ec: u32) {
+    fn wl_follow_wear(&mut self, b: u32, e: BlockInfo, old: Option<Wear>, ec: u32) {
         let Some(mut f) = self.wl else {
             return;
         };
-        let e = self.get(b);
         let Some(old) = old.map(|w| w.ec) else {
             if in_circulation(e) {
                 self.wl = None;
@@ -1295,13 +1296,13 @@ impl BlockTable {
     /// Whether a free block of page `i` could join either candidate list, judged by the
     /// page's bounds: false only when both lists are full and the page's erase counts cannot
     /// beat their last entries (the pages are offered in block order, so a later block loses
-    /// a tie). Its `free` free blocks count as offered, as if they had been.
-    pub fn could_offer(&mut self, i: u32, free: u32) -> bool {
+    /// a tie). Its free blocks (`free()` counts them) count as offered, as if they had been.
+    pub fn could_offer(&mut self, i: u32, free: impl FnOnce(&Self) -> u32) -> bool {
         let (lo, hi) = self.free_ec_range(i);
         let young = self.young.len() < CANDIDATES || self.young.last().is_some_and(|y| lo < y.0);
         let old = self.old.len() < CANDIDATES || self.old.last().is_some_and(|o| hi > o.0);
         if !(young || old) {
-            self.offered += free;
+            self.offered += free(self);
         }
         young || old
     }

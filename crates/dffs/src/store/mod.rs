@@ -990,13 +990,13 @@ impl<F: Flash> Store<F> {
         for i in 0..self.table.page_count() {
             let first = (i * per).max(ANCHOR_AREA);
             let end = ((i + 1) * per).min(n);
-            let free = (first..end)
-                .filter(|&b| self.table.get(b).state().is_free())
-                .count() as u32;
-            if free == 0
+            let is_free = |t: &BlockTable, b: u32| t.get(b).state().is_free();
+            if !(first..end).any(|b| is_free(&self.table, b))
                 || (!self.table.page_in_ram(i)
                     && !self.full_scans
-                    && !self.table.could_offer(i, free))
+                    && !self.table.could_offer(i, |t| {
+                        (first..end).filter(|&b| is_free(t, b)).count() as u32
+                    }))
             {
                 continue;
             }
