@@ -148,13 +148,15 @@ impl<F: Flash> Fs<F> {
     /// Uncapped, collection started earlier, with less dead data in its victims; on 128 blocks
     /// the window left the torture's full devices wedged more often.)
     ///
-    /// Devices of few large blocks (64 to 511 blocks of 32 KiB or more,
-    /// `Params::few_large_blocks`) keep two blocks above the reserve and a window of a
+    /// Devices of few large blocks (32 to 511 blocks of 32 KiB or more on NOR, 64 to 511 on
+    /// NAND; `Params::few_large_blocks`) keep two blocks above the reserve and a window of a
     /// hundred-and-twenty-eighth of the device (at least 2): every free block idle is room
     /// collection cannot use, and there the margin above took 17 of 256 blocks of 64 KiB NOR,
     /// half of what synced random writes at 80% fill have beyond the file (4 KiB at 23.4 KB/s,
-    /// 30.6 with the smaller margin; DESIGN §9.3). Fewer blocks keep the margin above: with the
-    /// smaller one, chained cuts on 24 SLC blocks wedged with the pool below the reserve.
+    /// 30.6 with the smaller margin; DESIGN §9.3), and on 32 blocks of 64 KiB NOR 15 of 32,
+    /// where a file of 30% took synced random writes at 7% of raw (46% with the smaller one).
+    /// Smaller NAND keeps the margin above: with the smaller one, chained cuts on 24 SLC
+    /// blocks wedged with the pool below the reserve.
     /// Static wear leveling runs while the pool is above its level: four blocks below the
     /// background level (a sixty-fourth of the device on the others), and never within four
     /// of the floor of copies.
