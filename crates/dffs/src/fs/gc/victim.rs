@@ -212,7 +212,10 @@ impl<F: Flash> Fs<F> {
         // kept as exact fractions, multiplied through by bs and by C = 160 (c = c160 / C).
         let bs = p.geometry.block_size() as u64;
         let live = e.live as u64;
-        if (100 * live > 97 * bs && !urgent) || live >= bs {
+        if (100 * live > 97 * bs && !urgent)
+            || live >= bs
+            || (self.gc.picky && e.kind().is_data() && 4 * live > 3 * bs)
+        {
             return None;
         }
         let now = self.store.cp_number() as u32 & 0xFF_FFFF;
