@@ -10,7 +10,7 @@
 //!   cut: contents equal the model and fsck is clean.
 
 use dffs::{Config, FormatOptions, Fs, Ino, OpenFlags, ROOT_INO};
-use dffs_sim::{preset::preset, SimFlash};
+use dffs_sim::{preset::preset, Preset, SimFlash, Stats};
 
 fn nor_4k(bytes: u64) -> SimFlash {
     let p = preset("nor-qspi-16m")
@@ -828,6 +828,22 @@ fn a_pool_of_few_large_blocks_keeps_little_idle() {
     check(&mut fs, ino, &model);
 }
 
+/// Formats `p`, fills a file to `pct`% of the device, makes 128 synced random 4 KiB writes
+/// into it, then `n` more: the file system, the file and its model, with the device operations
+/// of the last `n` writes.
+fn random_writes_at_fill(p: Preset, pct: u64, n: u32) -> (Fs<SimFlash>, Ino, Vec<u8>, Stats) {
+    let cap = p.geometry.capacity();
+    let dev = Fs::format(SimFlash::new(p).unwrap(), &FormatOptions::default()).unwrap();
+    let mut fs = Fs::mount(dev, Config::default()).unwrap();
+    let (ino, mut model) = fill(&mut fs, cap * pct / 100 / 4096 * 4096);
+    let mut rng = Rng(0x30F);
+    random_writes(&mut fs, ino, &mut model, 4096, 128, &mut rng);
+    let before = fs.flash().stats();
+    random_writes(&mut fs, ino, &mut model, 4096, n, &mut rng);
+    let st = fs.flash().stats().since(&before);
+    (fs, ino, model, st)
+}
+
 /// The same holds for NOR of 32 to 63 large blocks (DESIGN §9.3): 2 MiB of 64 KiB blocks,
 /// the quick size of `dffs bench nor --erase-size 64KiB`, with a file of 30% of it. With the
 /// wider margins of small devices the pool was kept 11 to 15 blocks free, nearly half the
@@ -841,15 +857,8 @@ fn a_small_device_of_large_nor_blocks_keeps_little_idle() {
         .unwrap()
         .with_size_bytes(2 << 20)
         .unwrap();
-    let cap = p.geometry.capacity();
-    let dev = Fs::format(SimFlash::new(p).unwrap(), &FormatOptions::default()).unwrap();
-    let mut fs = Fs::mount(dev, Config::default()).unwrap();
-    let (ino, mut model) = fill(&mut fs, cap * 3 / 10 / 4096 * 4096);
-    let mut rng = Rng(0x30F);
-    random_writes(&mut fs, ino, &mut model, 4096, 128, &mut rng);
-    let before = fs.flash().stats();
-    random_writes(&mut fs, ino, &mut model, 4096, 64, &mut rng);
-    let erases = fs.flash().stats().since(&before).erases;
+    let (fs, ino, model, st) = random_writes_at_fill(p, 30, 64);
+    let erases = st.erases;
     let (free, reserve) = pool(&fs);
     eprintln!("64 synced 4 KiB writes at 30% fill of 32 blocks: {erases} erases, {free} free");
     assert!(erases <= 20, "{erases} erases");
@@ -870,15 +879,8 @@ fn a_small_nand_collects_in_its_window_only_what_pays() {
         .unwrap()
         .with_size_bytes(4 << 20)
         .unwrap();
-    let cap = p.geometry.capacity();
-    let dev = Fs::format(SimFlash::new(p).unwrap(), &FormatOptions::default()).unwrap();
-    let mut fs = Fs::mount(dev, Config::default()).unwrap();
-    let (ino, mut model) = fill(&mut fs, cap * 3 / 10 / 4096 * 4096);
-    let mut rng = Rng(0x30F);
-    random_writes(&mut fs, ino, &mut model, 4096, 128, &mut rng);
-    let before = fs.flash().stats();
-    random_writes(&mut fs, ino, &mut model, 4096, 256, &mut rng);
-    let erases = fs.flash().stats().since(&before).erases;
+    let (fs, ino, model, st) = random_writes_at_fill(p, 30, 256);
+    let erases = st.erases;
     let (free, reserve) = pool(&fs);
     eprintln!("256 synced 4 KiB writes at 30% fill of 4 MiB SLC: {erases} erases, {free} free");
     assert!(erases <= 80, "{erases} erases");
@@ -909,16 +911,7 @@ fn small_devices_by_fill() {
             if erase > 0 {
                 p = p.with_erase_size(erase).unwrap();
             }
-            let p = p.with_size_bytes(size).unwrap();
-            let cap = p.geometry.capacity();
-            let dev = Fs::format(SimFlash::new(p).unwrap(), &FormatOptions::default()).unwrap();
-            let mut fs = Fs::mount(dev, Config::default()).unwrap();
-            let (ino, mut model) = fill(&mut fs, cap * pct / 100 / 4096 * 4096);
-            let mut rng = Rng(0x30F);
-            random_writes(&mut fs, ino, &mut model, 4096, 128, &mut rng);
-            let before = fs.flash().stats();
-            random_writes(&mut fs, ino, &mut model, 4096, 256, &mut rng);
-            let st = fs.flash().stats().since(&before);
+            let (fs, _, _, st) = random_writes_at_fill(p.with_size_bytes(size).unwrap(), pct, 256);
             let (free, reserve) = pool(&fs);
             eprintln!(
                 "{name} {} MiB, file at {pct}%: {} erases, {} programs; {free} blocks free, \
