@@ -35,7 +35,8 @@ pub struct Config {
     /// Open file handles.
     pub max_open: usize,
     /// Journal bytes written since the last checkpoint before a new checkpoint (bounds the
-    /// replay after a power cut).
+    /// replay after a power cut). On NAND a flush closes its page, so a synced record counts
+    /// the whole page it takes: the replay reads that page.
     pub journal_limit: u32,
     /// Garbage-collection work (pages examined) one operation may do.
     pub gc_step: u32,

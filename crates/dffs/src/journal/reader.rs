@@ -132,12 +132,16 @@ impl JournalScan {
                     Probe::Erased => {
                         // Erased means the whole rest of the program unit is: a cut program
                         // may leave its first bytes erased and later ones programmed.
-                        let unit_end = ((self.pos / g.page_size + 1) * g.page_size).min(bs);
-                        let check_end = match g.kind {
-                            FlashKind::Nand => unit_end,
-                            FlashKind::Nor => (unit_end + g.page_size).min(bs),
+                        // NAND: the page is in the reader's buffer, whole. NOR: the rest of
+                        // this program page and the next one.
+                        let erased = match g.kind {
+                            FlashKind::Nand => self.rd.rest_erased(base),
+                            FlashKind::Nor => {
+                                let end = ((self.pos / g.page_size + 2) * g.page_size).min(bs);
+                                erased_between(st, self.block, self.pos, end)?
+                            }
                         };
-                        if !erased_between(st, self.block, self.pos, check_end)? {
+                        if !erased {
                             return self.stop_garbage();
                         }
                         if g.kind == FlashKind::Nand && self.pos % g.page_size != 0 {
@@ -295,6 +299,12 @@ impl PageReader {
             buf: Vec::new(),
             page_size,
         }
+    }
+
+    /// NAND: whether the page last read is erased from `pos` (in it) to its end.
+    fn rest_erased(&self, pos: u64) -> bool {
+        let ps = self.page_size as u64;
+        pos / ps == self.page && self.buf[(pos % ps) as usize..].iter().all(|&b| b == 0xFF)
     }
 
     fn read<F: Flash>(&mut self, st: &mut Store<F>, pos: u64, len: u32) -> Result<&[u8]> {

@@ -40,7 +40,9 @@ pub(crate) struct JournalWriter {
     /// The journal's current (or last) block: the `prev` of the next block's link record, so
     /// replay can follow the chain even when the head closed itself at a block end.
     last: u32,
-    /// Record bytes appended since the last checkpoint.
+    /// Journal bytes since the last checkpoint: records appended, and the rest of each page a
+    /// flush closed (NAND never programs a page twice, so a synced record spends its page, and
+    /// a replay after a power cut reads it).
     bytes: u64,
     /// The current block's link names no next block: the journal cannot leave it before a
     /// checkpoint restarts the chain.
@@ -108,7 +110,7 @@ impl JournalWriter {
         self.next = u32::MAX;
     }
 
-    /// Record bytes since the last checkpoint.
+    /// Journal bytes since the last checkpoint: records and the pages' ends flushes skipped.
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
@@ -196,7 +198,19 @@ impl JournalWriter {
     /// Makes every appended record durable (NAND: programs the journal head's partly filled
     /// page).
     pub fn flush<F: Flash>(&mut self, st: &mut Store<F>) -> Result<()> {
-        st.flush(LogKind::Journal)
+        let before = st.head(LogKind::Journal);
+        let (open, block, off) = (before.is_open(), before.block(), before.off());
+        st.flush(LogKind::Journal)?;
+        let after = st.head(LogKind::Journal);
+        if open {
+            let end = if after.is_open() && after.block() == block {
+                after.off()
+            } else {
+                st.p().geometry.block_size()
+            };
+            self.bytes += end.saturating_sub(off) as u64;
+        }
+        Ok(())
     }
 
     /// Records the bad-block swaps the store made since the last call, oldest first, each
