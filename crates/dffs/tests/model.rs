@@ -760,9 +760,12 @@ fn model_nand_slc_faults_regression_write_back_room() {
 /// every later checkpoint), and seed 4057, where a home block failing at a mount's restamp
 /// found the area's one remaining block holding data (the mount said `NoSpace`). The
 /// checkpoint now goes after the used pairs of the pair's other block (DESIGN.md §11).
+/// Seed 4057 left the list on 2026-11-30: once recoveries read only the tags of the pages
+/// commit runs may hold, the simulator (which draws bit flips per ECC codeword read) took it
+/// another course, to a `sync` refused with 22 of its 40 blocks bad (DESIGN.md §15 item 18).
 #[test]
 fn model_nand_slc_faults_regression_long() {
-    for seed in [4002, 4012, 4046, 4054, 4057] {
+    for seed in [4002, 4012, 4046, 4054] {
         let st = run_faults_seed("nand-slc-128m", 40, seed, 1000);
         assert!(st.program_failures > 0, "{st:?}");
     }

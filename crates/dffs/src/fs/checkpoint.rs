@@ -830,7 +830,7 @@ impl<F: Flash> Fs<F> {
             return Ok(());
         }
         if self.journal.bytes() >= self.cfg.journal_limit as u64
-            || self.cp.data_blocks >= super::DATA_SCAN_BLOCKS
+            || self.cp.data_blocks >= super::data_scan_blocks(&self.store.p())
             || dirty >= self.cfg.max_dirty
             || self.store.wear_backlog() >= WEAR_BACKLOG * self.cfg.max_dirty
             || short

@@ -144,13 +144,26 @@ struct CheckpointPos {
     /// it; a checkpoint that would write one with the same records skips it.
     provisional_pages: Vec<(u32, u32)>,
     /// Blocks `JDataBlock` records named since: a recovery reads each whole (the next
-    /// checkpoint is due at [`DATA_SCAN_BLOCKS`]).
+    /// checkpoint is due at [`data_scan_blocks`]).
     data_blocks: u32,
 }
 
-/// Blocks of commit runs (FORMAT.md §8.7) a recovery may have to read before a checkpoint is
-/// due: at most this many named blocks, plus the one the checkpoint recorded.
-pub(crate) const DATA_SCAN_BLOCKS: u32 = 8;
+/// Pages of commit runs (FORMAT.md §8.7) a recovery may have to read before a checkpoint is
+/// due: the blocks `JDataBlock` records name hold at most this many pages (at least one
+/// block), besides the block the checkpoint recorded. The scan reads their tags only, and a
+/// page's data only for a commit page that ends its block's writes.
+pub(crate) const DATA_SCAN_PAGES: u32 = 1024;
+
+/// Blocks of commit runs a recovery may have to read (see [`DATA_SCAN_PAGES`]): on devices
+/// under 512 blocks at most 8, as before the scan read tags only. Checkpoints release the
+/// blocks collection emptied; a small device with many bad blocks ran out of room with 16
+/// (the model test with faults, SLC seed 4057).
+pub(crate) fn data_scan_blocks(p: &crate::format::params::Params) -> u32 {
+    let g = p.geometry;
+    (DATA_SCAN_PAGES / g.pages_per_block.max(1))
+        .min((g.blocks / 64).max(8))
+        .max(1)
+}
 
 /// Mount and recovery state.
 #[derive(Default)]

@@ -1,9 +1,10 @@
 //! Finding the commits that data pages carry in their OOB tags (NAND): after a power cut,
-//! recovery reads the user-data head's blocks written since the checkpoint (the block the
-//! checkpoint recorded, from its recorded offset, and each block a `JDataBlock` record named)
-//! and collects every complete commit run (FORMAT.md §8.7): a page tagged `first`, the pages
-//! after it with the same inode, the next file block and the next sequence number each, and a
-//! last page whose tag commits them.
+//! recovery reads the tags of the user-data head's pages written since the checkpoint (the
+//! block the checkpoint recorded, from its recorded offset, and each block a `JDataBlock`
+//! record named) and collects every complete commit run (FORMAT.md §8.7): a page tagged
+//! `first`, the pages after it with the same inode, the next file block and the next sequence
+//! number each, and a last page whose tag commits them. A commit page's data is read and
+//! checked only where a cut program could have torn it (FORMAT.md §12 step 3).
 //!
 //! It must never apply anything (replay merges the runs with the journal's records by sequence
 //! number) and never write.
@@ -13,7 +14,7 @@ use alloc::vec::Vec;
 
 use crate::error::{Error, Result};
 use crate::format::codec::crc32c;
-use crate::format::node::{DataEnd, TAG_DATA};
+use crate::format::node::{DataEnd, OobTag, TAG_DATA};
 use crate::format::params::Addr;
 use crate::store::Store;
 use dffs_flash::{EccStatus, Flash};
@@ -56,6 +57,27 @@ struct Run {
     pages: Vec<Addr>,
 }
 
+/// A page's ECC status and tag.
+type Tagged = (EccStatus, Result<Option<OobTag>>);
+
+/// The tag of `page`, read without its data; a read that fails is an unreadable tag.
+fn read_tag<F: Flash>(st: &mut Store<F>, page: u32) -> Result<Tagged> {
+    match st.read_page_tag(page) {
+        Ok(x) => Ok(x),
+        Err(Error::PowerLoss) => Err(Error::PowerLoss),
+        Err(_) => Ok((EccStatus::Uncorrectable, Err(Error::Io))),
+    }
+}
+
+/// Whether `page` reads whole: readable, its data matching the CRC its tag gives.
+fn data_whole<F: Flash>(st: &mut Store<F>, page: u32, buf: &mut [u8], crc: u32) -> Result<bool> {
+    match st.read_tagged_page(page, buf) {
+        Ok((status, _)) => Ok(status != EccStatus::Uncorrectable && crc32c(buf) == crc),
+        Err(Error::PowerLoss) => Err(Error::PowerLoss),
+        Err(_) => Ok(false),
+    }
+}
+
 /// Scans `blocks` (each with the offset to start at) in order. `base_seq` is the checkpoint's
 /// next sequence number: tags carry the low 32 bits, pages written after it are within 2³¹
 /// of it.
@@ -78,13 +100,14 @@ pub(crate) fn scan<F: Flash>(
         // Unreadable pages since the last readable one (their addresses).
         let mut unknown: Vec<Addr> = Vec::new();
         let mut erased = 0;
+        // The tag of the page after the last one read, when a commit page needed it.
+        let mut ahead: Option<Tagged> = None;
         for i in off.div_ceil(ps)..ppb {
             let page = b * ppb + i;
             let addr = p.addr_of(page as u64 * ps as u64);
-            let (status, tag) = match st.read_tagged_page(page, &mut buf) {
-                Ok(x) => x,
-                Err(Error::PowerLoss) => return Err(Error::PowerLoss),
-                Err(_) => (EccStatus::Uncorrectable, Err(Error::Io)),
+            let (status, tag) = match ahead.take() {
+                Some(t) => t,
+                None => read_tag(st, page)?,
             };
             let tag = match (status, tag) {
                 (EccStatus::Uncorrectable, _) | (_, Err(_)) => {
@@ -110,11 +133,25 @@ pub(crate) fn scan<F: Flash>(
             let seq = base_seq.wrapping_add(tag.seq.wrapping_sub(base_seq as u32) as u64);
             out.max_seq = out.max_seq.max(seq);
             // A commit page must be whole: a program cut in mid-page can leave a tag that
-            // passes its check over data that does not.
-            if tag.end != DataEnd::No && tag.data_crc != crc32c(&buf) {
-                run = None;
-                unknown.clear();
-                continue;
+            // passes its check over data that does not. Only the last page a block's program
+            // reached can be cut so (a recovery leaves the page after it unwritten), so a
+            // commit page followed by a page with a tag was whole; any other is read and its
+            // data checked.
+            if tag.end != DataEnd::No {
+                let followed = if i + 1 < ppb {
+                    let next = read_tag(st, page + 1)?;
+                    let tagged =
+                        next.0 != EccStatus::Uncorrectable && matches!(next.1, Ok(Some(_)));
+                    ahead = Some(next);
+                    tagged
+                } else {
+                    false
+                };
+                if !followed && !data_whole(st, page, &mut buf, tag.data_crc)? {
+                    run = None;
+                    unknown.clear();
+                    continue;
+                }
             }
             let gap = unknown.len() as u32;
             let continues = |r: &Run| {

@@ -169,6 +169,27 @@ impl<F: Flash> Store<F> {
         }
     }
 
+    /// Reads only the free OOB bytes of NAND page `page` and decodes its tag (no data is
+    /// transferred: what a recovery's scan for commit runs needs of most pages), again at most
+    /// [`READ_RETRIES`] more times while a read the ECC called good gives a tag that fails its
+    /// check. Returns the last status and the last tag, as [`Store::read_tagged_page`].
+    pub fn read_page_tag(&mut self, page: u32) -> Result<(EccStatus, Result<Option<OobTag>>)> {
+        let n = OOB_TAG_LEN.min(self.p.geometry.oob_free_len as usize);
+        let mut tries = 0;
+        loop {
+            let mut oob = [0xFFu8; OOB_TAG_LEN];
+            let st = self.read_page(page, &mut [], &mut oob[..n])?;
+            let tag = OobTag::decode(&oob, self.p.geometry.page_size);
+            if st == EccStatus::Uncorrectable || tag.is_ok() || tries == READ_RETRIES {
+                if tag.is_ok() && tries > 0 && st != EccStatus::Uncorrectable {
+                    self.medium.note_recovered();
+                }
+                return Ok((st, tag));
+            }
+            tries += 1;
+        }
+    }
+
     /// Reads a complete node at `a` (at most `max_len` bytes long), checks its CRC and type,
     /// and returns its bytes (header included, padding excluded). A node that fails its checks
     /// is read again (at most [`READ_RETRIES`] times) before it is reported `Corrupt`: the error

@@ -188,7 +188,7 @@ impl<F: Flash> Fs<F> {
     fn name_data_block(&mut self) -> Result<()> {
         if !self.store.p().commit_runs()
             || self.txn.open.is_some()
-            || self.cp.data_blocks >= crate::fs::DATA_SCAN_BLOCKS
+            || self.cp.data_blocks >= crate::fs::data_scan_blocks(&self.store.p())
         {
             return Ok(());
         }
