@@ -155,9 +155,9 @@ struct CheckpointPos {
 pub(crate) const DATA_SCAN_PAGES: u32 = 1024;
 
 /// Blocks of commit runs a recovery may have to read (see [`DATA_SCAN_PAGES`]): on devices
-/// under 512 blocks at most 8, as before the scan read tags only. Checkpoints release the
-/// blocks collection emptied; a small device with many bad blocks ran out of room with 16
-/// (the model test with faults, SLC seed 4057).
+/// under 512 blocks at most 8, as before the scan read tags only, since checkpoints also
+/// release the blocks collection emptied and a small device has little room to hold them (kept
+/// as it was, not measured).
 pub(crate) fn data_scan_blocks(p: &crate::format::params::Params) -> u32 {
     let g = p.geometry;
     (DATA_SCAN_PAGES / g.pages_per_block.max(1))
