@@ -857,15 +857,7 @@ fn a_small_device_of_large_nor_blocks_keeps_little_idle() {
         .unwrap()
         .with_size_bytes(2 << 20)
         .unwrap();
-    let (fs, ino, model, st) = random_writes_at_fill(p, 30, 64);
-    let erases = st.erases;
-    let (free, reserve) = pool(&fs);
-    eprintln!("64 synced 4 KiB writes at 30% fill of 32 blocks: {erases} erases, {free} free");
-    assert!(erases <= 20, "{erases} erases");
-    assert!(free >= reserve, "{free} blocks free, reserve {reserve}");
-    let dev = fs.unmount().unwrap();
-    let mut fs = Fs::mount(dev, Config::default()).unwrap();
-    check(&mut fs, ino, &model);
+    writes_at_30_percent_erase_at_most(p, 64, 20, "32 blocks of 64 KiB NOR");
 }
 
 /// Small devices that keep the wider margins (4 MiB of SLC NAND: 32 blocks of 128 KiB) keep
@@ -879,11 +871,18 @@ fn a_small_nand_collects_in_its_window_only_what_pays() {
         .unwrap()
         .with_size_bytes(4 << 20)
         .unwrap();
-    let (fs, ino, model, st) = random_writes_at_fill(p, 30, 256);
+    writes_at_30_percent_erase_at_most(p, 256, 80, "4 MiB SLC");
+}
+
+/// `writes` synced random 4 KiB writes to a file of 30% of a device of preset `p` erase at
+/// most `max_erases` blocks, leave the free pool at its reserve or above, and read back after
+/// a remount.
+fn writes_at_30_percent_erase_at_most(p: Preset, writes: u32, max_erases: u64, what: &str) {
+    let (fs, ino, model, st) = random_writes_at_fill(p, 30, writes);
     let erases = st.erases;
     let (free, reserve) = pool(&fs);
-    eprintln!("256 synced 4 KiB writes at 30% fill of 4 MiB SLC: {erases} erases, {free} free");
-    assert!(erases <= 80, "{erases} erases");
+    eprintln!("{writes} synced 4 KiB writes at 30% fill of {what}: {erases} erases, {free} free");
+    assert!(erases <= max_erases, "{erases} erases");
     assert!(free >= reserve, "{free} blocks free, reserve {reserve}");
     let dev = fs.unmount().unwrap();
     let mut fs = Fs::mount(dev, Config::default()).unwrap();

@@ -62,7 +62,7 @@ type Tagged = (EccStatus, Result<Option<OobTag>>);
 
 /// The tag of `page`, read without its data; a read that fails is an unreadable tag.
 fn read_tag<F: Flash>(st: &mut Store<F>, page: u32) -> Result<Tagged> {
-    match st.read_page_tag(page) {
+    match st.read_tagged_page(page, &mut []) {
         Ok(x) => Ok(x),
         Err(Error::PowerLoss) => Err(Error::PowerLoss),
         Err(_) => Ok((EccStatus::Uncorrectable, Err(Error::Io))),

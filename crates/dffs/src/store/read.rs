@@ -139,7 +139,9 @@ impl<F: Flash> Store<F> {
     /// `bitflips=` flips OOB bits too), so a bit error there reads as a corrupt tag with a
     /// `Clean` status, and is as transient as the errors the ECC reports. An `Uncorrectable`
     /// read is returned as it is ([`Store::read_page`] has retried it already). Returns the
-    /// last status and the last tag (an erased tag is `Ok(None)` and is not retried).
+    /// last status and the last tag (an erased tag is `Ok(None)` and is not retried). With an
+    /// empty `data` only the free OOB bytes are read (no data transferred: what a recovery's
+    /// scan for commit runs needs of most pages), and only the tag's check is retried.
     pub fn read_tagged_page(
         &mut self,
         page: u32,
@@ -156,32 +158,13 @@ impl<F: Flash> Store<F> {
             let settled = st == EccStatus::Uncorrectable
                 || match &tag {
                     Ok(None) => true,
-                    Ok(Some(t)) => t.kind != TAG_DATA || t.data_crc == crc32c(data),
+                    Ok(Some(t)) => {
+                        t.kind != TAG_DATA || data.is_empty() || t.data_crc == crc32c(data)
+                    }
                     Err(_) => false,
                 };
             if settled || tries == READ_RETRIES {
                 if settled && tries > 0 && st != EccStatus::Uncorrectable {
-                    self.medium.note_recovered();
-                }
-                return Ok((st, tag));
-            }
-            tries += 1;
-        }
-    }
-
-    /// Reads only the free OOB bytes of NAND page `page` and decodes its tag (no data is
-    /// transferred: what a recovery's scan for commit runs needs of most pages), again at most
-    /// [`READ_RETRIES`] more times while a read the ECC called good gives a tag that fails its
-    /// check. Returns the last status and the last tag, as [`Store::read_tagged_page`].
-    pub fn read_page_tag(&mut self, page: u32) -> Result<(EccStatus, Result<Option<OobTag>>)> {
-        let n = OOB_TAG_LEN.min(self.p.geometry.oob_free_len as usize);
-        let mut tries = 0;
-        loop {
-            let mut oob = [0xFFu8; OOB_TAG_LEN];
-            let st = self.read_page(page, &mut [], &mut oob[..n])?;
-            let tag = OobTag::decode(&oob, self.p.geometry.page_size);
-            if st == EccStatus::Uncorrectable || tag.is_ok() || tries == READ_RETRIES {
-                if tag.is_ok() && tries > 0 && st != EccStatus::Uncorrectable {
                     self.medium.note_recovered();
                 }
                 return Ok((st, tag));
