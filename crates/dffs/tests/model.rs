@@ -763,9 +763,14 @@ fn model_nand_slc_faults_regression_write_back_room() {
 /// Seed 4057 left the list on 2026-11-30: once recoveries read only the tags of the pages
 /// commit runs may hold, the simulator (which draws bit flips per ECC codeword read) took it
 /// another course, to a `sync` refused with 22 of its 40 blocks bad (DESIGN.md §15 item 18).
+///
+/// And seed 4037, where a roaming anchor that failed found no replacement with five blocks
+/// free outside the area (the least worn free blocks of the device were in the area or
+/// swapped): every checkpoint said `NoSpace`, the first at 24.9% of the room for files with
+/// 11 blocks bad (`Store::pick_roaming_anchor`).
 #[test]
 fn model_nand_slc_faults_regression_long() {
-    for seed in [4002, 4012, 4046, 4054] {
+    for seed in [4002, 4012, 4037, 4046, 4054] {
         let st = run_faults_seed("nand-slc-128m", 40, seed, 1000);
         assert!(st.program_failures > 0, "{st:?}");
     }

@@ -196,6 +196,12 @@ struct Counts {
 }
 
 impl<F: Flash> Fs<F> {
+    /// The store below (unit tests of the layers under the file system).
+    #[cfg(test)]
+    pub(crate) fn store_mut(&mut self) -> &mut Store<F> {
+        &mut self.store
+    }
+
     fn assemble(mut store: Box<Store<F>>, cfg: Config, clock: Box<dyn Clock>) -> Fs<F> {
         let p = store.p();
         store.set_table_cache(cfg.table_cache);

@@ -1258,6 +1258,22 @@ impl BlockTable {
         self.cand_all.then_some(None)
     }
 
+    /// The least worn candidates that are still free, least worn first, as (erase count,
+    /// block); `None` when the candidates must be found again (as [`BlockTable::candidate`]).
+    pub fn young_candidates(&self) -> Option<Vec<(u32, u32)>> {
+        if self.cand_gen != self.free_gen {
+            return None;
+        }
+        let free = |b: u32| self.hot_get(b).state().is_free();
+        let left: Vec<(u32, u32)> = self
+            .young
+            .iter()
+            .copied()
+            .filter(|&(_, b)| free(b))
+            .collect();
+        (!left.is_empty() || self.cand_all).then_some(left)
+    }
+
     /// The blocks of both candidate lists (some may have been taken since they were found).
     pub fn candidate_blocks(&self) -> Vec<u32> {
         self.young
