@@ -84,6 +84,9 @@ pub struct Fs<F: Flash> {
 struct OpenFiles {
     files: VecMap<Ino, Box<OpenInode>>,
     handles: Vec<Option<Handle>>,
+    /// The file and the block just past the last read's end: a read that starts there is
+    /// sequential, and reads its index through the node cache (`Fs::read_run_unchecked`).
+    read_end: Option<(Ino, u32)>,
 }
 
 impl OpenFiles {
@@ -215,6 +218,7 @@ impl<F: Flash> Fs<F> {
             open: OpenFiles {
                 files: VecMap::new(),
                 handles,
+                read_end: None,
             },
             data_cache: DataCache::new(cfg.data_cache),
             cfg,

@@ -56,6 +56,13 @@ impl<F: Flash> Store<F> {
         self.read_inner(pos, buf)
     }
 
+    /// Reads `buf.len()` bytes of an index node at `pos`, unchecked (some of its entries:
+    /// `IndexTree::lookup_run_unchecked`).
+    pub fn read_index_entries(&mut self, pos: u64, buf: &mut [u8]) -> Result<()> {
+        self.medium.cause = self.read_cause(Cause::Index);
+        self.read_inner(pos, buf)
+    }
+
     /// What a read of `what` counts as in the current phase.
     fn read_cause(&self, what: Cause) -> Cause {
         match self.phase {

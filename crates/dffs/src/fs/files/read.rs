@@ -100,6 +100,8 @@ impl<F: Flash> Fs<F> {
         }
         let p = self.store.p();
         let bs = p.data_block as u64;
+        let sequential = self.open.read_end == Some((ino, (off / bs) as u32));
+        self.open.read_end = Some((ino, (off + n as u64).div_ceil(bs) as u32));
         let mut done = 0usize;
         while done < n {
             let pos = off + done as u64;
@@ -109,7 +111,7 @@ impl<F: Flash> Fs<F> {
             // Whole blocks not in the cache go straight from flash into the caller's buffer,
             // coalescing runs that are contiguous on NOR.
             if in_b == 0 && take == bs as usize && self.data_cache.get(ino, b).is_none() {
-                let run = self.read_run(ino, &node, b, &mut buf[done..n])?;
+                let run = self.read_run(ino, &node, b, &mut buf[done..n], sequential)?;
                 done += run;
                 continue;
             }
@@ -120,9 +122,99 @@ impl<F: Flash> Fs<F> {
         Ok(n)
     }
 
+    /// NOR: [`Fs::read_run`] through addresses found without reading whole index nodes
+    /// ([`IndexTree::lookup_run_unchecked`]), every block checked by its slot's CRC, which
+    /// names the file and the block: for a random read of less than half a leaf's blocks,
+    /// which would read a whole node per level the cache does not hold and use a few of its
+    /// entries. `None` when that path does not apply (a larger read, an open file's
+    /// uncommitted changes, inline content, compressed blocks) or a block fails its check: the
+    /// caller then reads through the verified index, which tells a damaged index node from a
+    /// damaged block (and reads a block that failed again, as the error may be transient).
+    /// (`dffs bench nor --quick --erase-size 64KiB`: random 256-byte reads 19.4 → 37.8 MB/s
+    /// of the raw 39.4; taken for every read, reads of 16 KiB and more lost 5%, each run
+    /// reading its entries where the cached leaf had served the next runs.)
+    ///
+    /// [`IndexTree::lookup_run_unchecked`]: crate::index::file::IndexTree::lookup_run_unchecked
+    fn read_run_unchecked(
+        &mut self,
+        ino: Ino,
+        node: &FileNode,
+        b: u32,
+        dst: &mut [u8],
+    ) -> Result<Option<usize>> {
+        let p = self.store.p();
+        let bs = p.data_block as usize;
+        let open_changes = self
+            .open
+            .files
+            .get(&ino)
+            .is_some_and(|o| o.overlay.is_some());
+        if p.geometry.kind != FlashKind::Nor
+            || node.content.inline.is_some()
+            || open_changes
+            || dst.len() < bs
+        {
+            return Ok(None);
+        }
+        let want = (dst.len() / bs).min(64) as u32;
+        if want > p.index_fanout() / 2 {
+            return Ok(None);
+        }
+        let Some(addrs) = self
+            .tree(ino)
+            .lookup_run_unchecked(&node.content, b, want)?
+        else {
+            return Ok(None);
+        };
+        let first = addrs[0];
+        if first.is_packed() {
+            return Ok(None);
+        }
+        let stride = p.stride();
+        let mut count = 1usize;
+        while count < addrs.len()
+            && Some(addrs[count].0) == first.0.checked_add(count as u32 * stride)
+            && p.block_of(addrs[count]) == p.block_of(first)
+            && self.data_cache.get(ino, b + count as u32).is_none()
+        {
+            count += 1;
+        }
+        let slot = p.data_slot() as usize;
+        let mut raw = vec![0u8; (count - 1) * slot + bs + DATA_CRC_LEN as usize];
+        match self.store.read(p.byte_of(first), &mut raw) {
+            Ok(()) => {}
+            Err(e @ Error::PowerLoss) => return Err(e),
+            Err(_) => return Ok(None),
+        }
+        for k in 0..count {
+            let s = &raw[k * slot..k * slot + bs + DATA_CRC_LEN as usize];
+            if !node::data_slot_ok(ino, b + k as u32, s, bs) {
+                return Ok(None);
+            }
+        }
+        for k in 0..count {
+            dst[k * bs..(k + 1) * bs].copy_from_slice(&raw[k * slot..k * slot + bs]);
+        }
+        Ok(Some(count * bs))
+    }
+
     /// Reads whole blocks from `b` into `dst` (a multiple of the block size or the tail),
     /// as many as are contiguous on flash; returns the bytes read.
-    fn read_run(&mut self, ino: Ino, node: &FileNode, b: u32, dst: &mut [u8]) -> Result<usize> {
+    /// `sequential`: the read goes on from where the last one ended (its index nodes are
+    /// read whole and cached, for the reads after it).
+    fn read_run(
+        &mut self,
+        ino: Ino,
+        node: &FileNode,
+        b: u32,
+        dst: &mut [u8],
+        sequential: bool,
+    ) -> Result<usize> {
+        if !sequential {
+            if let Some(n) = self.read_run_unchecked(ino, node, b, dst)? {
+                return Ok(n);
+            }
+        }
         let p = self.store.p();
         let bs = p.data_block as usize;
         let first = match self.block_src(ino, node, b)? {

@@ -229,6 +229,93 @@ impl<'a, F: Flash> IndexTree<'a, F> {
         }
     }
 
+    /// NOR: where blocks `b`, `b + 1`, … are (at most `want`, and not past `b`'s leaf or a
+    /// block with a pending change or beyond a pending truncation), found by reading from each
+    /// node that is not cached only the entry the path takes (the leaf: the entries asked for),
+    /// not the whole node and its CRC. A random read of one 256-byte block of a large file read
+    /// an index node of 160–288 bytes per level the cache did not hold (it holds a few):
+    /// twice the bytes of the data. The entries are not checked, so a caller must check what
+    /// it reads through them (a data slot's CRC names the file and the block) and take
+    /// [`IndexTree::lookup`] when that fails. `None` when this cannot help: NAND (a node is a
+    /// page read either way), a file of direct pointers, `b` pending or beyond the tree, or an
+    /// entry that reads as a hole or an impossible address (the verified path says which).
+    pub fn lookup_run_unchecked(
+        &mut self,
+        c: &Content,
+        b: u32,
+        want: u32,
+    ) -> Result<Option<Vec<Addr>>> {
+        let p = self.st.p();
+        let f = self.fanout();
+        if p.geometry.kind != dffs_flash::FlashKind::Nor
+            || c.depth == 0
+            || c.trunc.is_some_and(|t| b >= t)
+            || b as u64 >= span(f, c.depth)
+        {
+            return Ok(None);
+        }
+        let stride = p.stride();
+        // The run stops before a block a pending change or truncation decides.
+        let mut want = want.max(1);
+        for i in 0..want {
+            if c.pending.get(b + i, stride).is_some() || c.trunc.is_some_and(|t| b + i >= t) {
+                want = i;
+                break;
+            }
+        }
+        if want == 0 {
+            return Ok(None);
+        }
+        // Entries follow the header, the level and the first block: `[NODE_HEADER + 8, …)`.
+        let entry =
+            |p: &Params, a: Addr, k: usize| p.byte_of(a) + NODE_HEADER as u64 + 8 + 4 * k as u64;
+        let (mut a, mut level, mut first) = (c.root, c.depth, 0u32);
+        loop {
+            if !p.addr_valid(a) || a.is_packed() {
+                return Ok(None);
+            }
+            let child_span = span(f, level - 1);
+            let k = ((b - first) as u64 / child_span) as usize;
+            let cached = self
+                .cache
+                .get(a)
+                .filter(|n| n.level == level && n.first == first);
+            if level == 1 {
+                let n = (want as usize).min(f as usize - k);
+                let found = match cached {
+                    Some(node) => node.entries[k..k + n].to_vec(),
+                    None => {
+                        let mut raw = vec![0u8; 4 * n];
+                        match self.st.read_index_entries(entry(&p, a, k), &mut raw) {
+                            Ok(()) => raw
+                                .chunks_exact(4)
+                                .map(|x| Addr(u32::from_le_bytes([x[0], x[1], x[2], x[3]])))
+                                .collect(),
+                            Err(Error::Io | Error::Corrupt) => return Ok(None),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                };
+                let valid = found.iter().take_while(|&&x| p.addr_valid(x)).count();
+                return Ok((valid > 0).then(|| found[..valid].to_vec()));
+            }
+            let next = match cached {
+                Some(node) => node.entries[k],
+                None => {
+                    let mut raw = [0u8; 4];
+                    match self.st.read_index_entries(entry(&p, a, k), &mut raw) {
+                        Ok(()) => Addr(u32::from_le_bytes(raw)),
+                        Err(Error::Io | Error::Corrupt) => return Ok(None),
+                        Err(e) => return Err(e),
+                    }
+                }
+            };
+            first += (k as u64 * child_span) as u32;
+            a = next;
+            level -= 1;
+        }
+    }
+
     /// Where block `b` is (pending changes first).
     pub fn lookup(&mut self, c: &Content, b: u32) -> Result<Addr> {
         let stride = self.st.p().stride();
