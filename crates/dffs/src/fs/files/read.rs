@@ -122,48 +122,35 @@ impl<F: Flash> Fs<F> {
         Ok(n)
     }
 
-    /// NOR: [`Fs::read_run`] through addresses found without reading whole index nodes
-    /// ([`IndexTree::lookup_run_unchecked`]), every block checked by its slot's CRC, which
-    /// names the file and the block: for a random read of less than half a leaf's blocks,
-    /// which would read a whole node per level the cache does not hold and use a few of its
-    /// entries. `None` when that path does not apply (a larger read, an open file's
-    /// uncommitted changes, inline content, compressed blocks) or a block fails its check: the
-    /// caller then reads through the verified index, which tells a damaged index node from a
-    /// damaged block (and reads a block that failed again, as the error may be transient).
-    /// (`dffs bench nor --quick --erase-size 64KiB`: random 256-byte reads 19.4 → 37.8 MB/s
-    /// of the raw 39.4; taken for every read, reads of 16 KiB and more lost 5%, each run
-    /// reading its entries where the cached leaf had served the next runs.)
+    /// NOR: where a random read of blocks `b…` may find them through index entries read
+    /// alone, not whole nodes ([`IndexTree::lookup_run_unchecked`]), as the first block's
+    /// address and how many follow it contiguously: for a read of at most half a leaf's
+    /// blocks, which would read a whole node per level the cache does not hold and use a few
+    /// of its entries. `None` when that path does not apply (a larger read, an open file's
+    /// uncommitted changes, inline content, compressed blocks). The caller checks every block
+    /// by its slot's CRC, which names the file and the block, and reads through the verified
+    /// index when one fails. (`dffs bench nor --quick --erase-size 64KiB`: random 256-byte
+    /// reads 19.4 → 37.8 MB/s of the raw 39.4; taken for every read, reads of 16 KiB and more
+    /// lost 5%, each run reading its entries where the cached leaf had served the next runs.)
     ///
     /// [`IndexTree::lookup_run_unchecked`]: crate::index::file::IndexTree::lookup_run_unchecked
-    fn read_run_unchecked(
+    fn unchecked_run(
         &mut self,
         ino: Ino,
         node: &FileNode,
         b: u32,
-        dst: &mut [u8],
-    ) -> Result<Option<usize>> {
+        blocks: usize,
+    ) -> Result<Option<(Addr, usize)>> {
         let p = self.store.p();
-        let bs = p.data_block as usize;
-        let open_changes = self
-            .open
-            .files
-            .get(&ino)
-            .is_some_and(|o| o.overlay.is_some());
         if p.geometry.kind != FlashKind::Nor
             || node.content.inline.is_some()
-            || open_changes
-            || dst.len() < bs
+            || self.open.has_overlay(ino)
+            || blocks > p.index_fanout() as usize / 2
         {
             return Ok(None);
         }
-        let want = (dst.len() / bs).min(64) as u32;
-        if want > p.index_fanout() / 2 {
-            return Ok(None);
-        }
-        let Some(addrs) = self
-            .tree(ino)
-            .lookup_run_unchecked(&node.content, b, want)?
-        else {
+        let mut ix = self.tree(ino);
+        let Some(addrs) = ix.lookup_run_unchecked(&node.content, b, blocks as u32)? else {
             return Ok(None);
         };
         let first = addrs[0];
@@ -179,29 +166,13 @@ impl<F: Flash> Fs<F> {
         {
             count += 1;
         }
-        let slot = p.data_slot() as usize;
-        let mut raw = vec![0u8; (count - 1) * slot + bs + DATA_CRC_LEN as usize];
-        match self.store.read(p.byte_of(first), &mut raw) {
-            Ok(()) => {}
-            Err(e @ Error::PowerLoss) => return Err(e),
-            Err(_) => return Ok(None),
-        }
-        for k in 0..count {
-            let s = &raw[k * slot..k * slot + bs + DATA_CRC_LEN as usize];
-            if !node::data_slot_ok(ino, b + k as u32, s, bs) {
-                return Ok(None);
-            }
-        }
-        for k in 0..count {
-            dst[k * bs..(k + 1) * bs].copy_from_slice(&raw[k * slot..k * slot + bs]);
-        }
-        Ok(Some(count * bs))
+        Ok(Some((first, count)))
     }
 
     /// Reads whole blocks from `b` into `dst` (a multiple of the block size or the tail),
-    /// as many as are contiguous on flash; returns the bytes read.
-    /// `sequential`: the read goes on from where the last one ended (its index nodes are
-    /// read whole and cached, for the reads after it).
+    /// as many as are contiguous on flash; returns the bytes read. `sequential`: the read goes
+    /// on from where the last one ended (its index nodes are read whole and cached, for the
+    /// reads after it; a random one may read index entries alone, [`Fs::unchecked_run`]).
     fn read_run(
         &mut self,
         ino: Ino,
@@ -210,23 +181,65 @@ impl<F: Flash> Fs<F> {
         dst: &mut [u8],
         sequential: bool,
     ) -> Result<usize> {
-        if !sequential {
-            if let Some(n) = self.read_run_unchecked(ino, node, b, dst)? {
-                return Ok(n);
+        let p = self.store.p();
+        let bs = p.data_block as usize;
+        let unchecked = if sequential {
+            None
+        } else {
+            self.unchecked_run(ino, node, b, dst.len() / bs)?
+        };
+        let (first, count) = match unchecked {
+            Some(run) => run,
+            None => match self.verified_run(ino, node, b, dst)? {
+                Some(run) => run,
+                None => return Ok(bs),
+            },
+        };
+        // One read for the run, slots and their CRCs included; a block that fails its CRC is
+        // read again on its own (the error may be transient), or through the verified index
+        // when its address was not checked.
+        let (stride, slot) = (p.stride(), p.data_slot() as usize);
+        let mut raw = vec![0u8; (count - 1) * slot + bs + DATA_CRC_LEN as usize];
+        let read = self.store.read(p.byte_of(first), &mut raw);
+        for k in 0..count {
+            let s = &raw[k * slot..k * slot + bs + DATA_CRC_LEN as usize];
+            let out = &mut dst[k * bs..(k + 1) * bs];
+            if read.is_ok() && node::data_slot_ok(ino, b + k as u32, s, bs) {
+                out.copy_from_slice(&s[..bs]);
+            } else if let Err(e @ Error::PowerLoss) = read {
+                return Err(e);
+            } else if unchecked.is_some() {
+                return self.read_run(ino, node, b, dst, true);
+            } else {
+                let a = Addr(first.0 + k as u32 * stride);
+                self.read_data(a, ino, b + k as u32, out)?;
             }
         }
+        Ok(count * bs)
+    }
+
+    /// [`Fs::read_run`] through the verified index: the first block's address and how many
+    /// follow it contiguously on NOR (not cached); `None` when the first block was read
+    /// already (a hole, NAND, a compressed block).
+    fn verified_run(
+        &mut self,
+        ino: Ino,
+        node: &FileNode,
+        b: u32,
+        dst: &mut [u8],
+    ) -> Result<Option<(Addr, usize)>> {
         let p = self.store.p();
         let bs = p.data_block as usize;
         let first = match self.block_src(ino, node, b)? {
             Src::Hole => {
                 dst[..bs].fill(0);
-                return Ok(bs);
+                return Ok(None);
             }
             Src::At(a) => a,
         };
         if p.geometry.kind == FlashKind::Nand || first.is_packed() {
             self.read_data(first, ino, b, &mut dst[..bs])?;
-            return Ok(bs);
+            return Ok(None);
         }
         if !p.addr_valid(first) {
             return Err(Error::Corrupt);
@@ -249,23 +262,6 @@ impl<F: Flash> Fs<F> {
                 _ => break,
             }
         }
-        // One read for the run, slots and their CRCs included; a block that fails its CRC is
-        // read again on its own (the error may be transient).
-        let slot = p.data_slot() as usize;
-        let mut raw = vec![0u8; (count - 1) * slot + bs + DATA_CRC_LEN as usize];
-        let read = self.store.read(p.byte_of(first), &mut raw);
-        for k in 0..count {
-            let s = &raw[k * slot..k * slot + bs + DATA_CRC_LEN as usize];
-            let out = &mut dst[k * bs..(k + 1) * bs];
-            if read.is_ok() && node::data_slot_ok(ino, b + k as u32, s, bs) {
-                out.copy_from_slice(&s[..bs]);
-            } else if let Err(e @ Error::PowerLoss) = read {
-                return Err(e);
-            } else {
-                let a = Addr(first.0 + k as u32 * stride);
-                self.read_data(a, ino, b + k as u32, out)?;
-            }
-        }
-        Ok(count * bs)
+        Ok(Some((first, count)))
     }
 }
