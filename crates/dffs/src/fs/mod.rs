@@ -85,7 +85,7 @@ struct OpenFiles {
     files: VecMap<Ino, Box<OpenInode>>,
     handles: Vec<Option<Handle>>,
     /// The file and the block just past the last read's end: a read that starts there is
-    /// sequential, and reads its index through the node cache (`Fs::read_run_unchecked`).
+    /// sequential, and reads its index through the node cache (`Fs::unchecked_run`).
     read_end: Option<(Ino, u32)>,
 }
 
