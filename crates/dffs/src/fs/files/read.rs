@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::node::{self};
-use crate::format::params::{Addr, DATA_CRC_LEN};
+use crate::format::params::{Addr, Params, DATA_CRC_LEN};
 use crate::fs::files::handles::Fh;
 use crate::fs::Fs;
 use crate::index::file::{blocks_for, FileNode};
@@ -157,11 +157,9 @@ impl<F: Flash> Fs<F> {
         if first.is_packed() {
             return Ok(None);
         }
-        let stride = p.stride();
         let mut count = 1usize;
         while count < addrs.len()
-            && Some(addrs[count].0) == first.0.checked_add(count as u32 * stride)
-            && p.block_of(addrs[count]) == p.block_of(first)
+            && continues_run(&p, first, count, addrs[count])
             && self.data_cache.get(ino, b + count as u32).is_none()
         {
             count += 1;
@@ -245,7 +243,6 @@ impl<F: Flash> Fs<F> {
             return Err(Error::Corrupt);
         }
         // NOR: extend the run while the next block follows contiguously and is not cached.
-        let stride = p.stride();
         let mut count = 1usize;
         while (count + 1) * bs <= dst.len() && count < 64 {
             let nb = b + count as u32;
@@ -253,15 +250,17 @@ impl<F: Flash> Fs<F> {
                 break;
             }
             match self.block_src(ino, node, nb)? {
-                Src::At(a)
-                    if Some(a.0) == first.0.checked_add(count as u32 * stride)
-                        && p.block_of(a) == p.block_of(first) =>
-                {
-                    count += 1
-                }
+                Src::At(a) if continues_run(&p, first, count, a) => count += 1,
                 _ => break,
             }
         }
         Ok(Some((first, count)))
     }
+}
+
+/// Whether address `a` is block `count` of a NOR run that starts at `first`: the next slot of
+/// the same erase block.
+fn continues_run(p: &Params, first: Addr, count: usize, a: Addr) -> bool {
+    Some(a.0) == first.0.checked_add(count as u32 * p.stride())
+        && p.block_of(a) == p.block_of(first)
 }

@@ -67,6 +67,19 @@ impl IndexCache {
         e.used = t;
         Some(e.item.1.clone())
     }
+    /// Entries `k..k + n` of the node at `a` if it is cached as the node at `level` covering
+    /// from `first` (without cloning the node).
+    fn entries(&mut self, a: Addr, level: u8, first: u32, k: usize, n: usize) -> Option<Vec<Addr>> {
+        let t = self.items.bump();
+        let i = self.items.position(|i| i.0 == a)?;
+        let e = self.items.get_mut(i);
+        let node = &e.item.1;
+        if node.level != level || node.first != first {
+            return None;
+        }
+        e.used = t;
+        node.entries.get(k..k + n).map(<[Addr]>::to_vec)
+    }
     fn put(&mut self, a: Addr, n: IndexNode) {
         if self.max == 0 {
             return;
@@ -267,8 +280,6 @@ impl<'a, F: Flash> IndexTree<'a, F> {
             return Ok(None);
         }
         // Entries follow the header, the level and the first block: `[NODE_HEADER + 8, …)`.
-        let entry =
-            |p: &Params, a: Addr, k: usize| p.byte_of(a) + NODE_HEADER as u64 + 8 + 4 * k as u64;
         let (mut a, mut level, mut first) = (c.root, c.depth, 0u32);
         loop {
             if !p.addr_valid(a) || a.is_packed() {
@@ -276,42 +287,33 @@ impl<'a, F: Flash> IndexTree<'a, F> {
             }
             let child_span = span(f, level - 1);
             let k = ((b - first) as u64 / child_span) as usize;
-            let cached = self
-                .cache
-                .get(a)
-                .filter(|n| n.level == level && n.first == first);
-            if level == 1 {
-                let n = (want as usize).min(f as usize - k);
-                let found = match cached {
-                    Some(node) => node.entries[k..k + n].to_vec(),
-                    None => {
-                        let mut raw = vec![0u8; 4 * n];
-                        match self.st.read_index_entries(entry(&p, a, k), &mut raw) {
-                            Ok(()) => raw
-                                .chunks_exact(4)
-                                .map(|x| Addr(u32::from_le_bytes([x[0], x[1], x[2], x[3]])))
-                                .collect(),
-                            Err(Error::Io | Error::Corrupt) => return Ok(None),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                };
-                let valid = found.iter().take_while(|&&x| p.addr_valid(x)).count();
-                return Ok((valid > 0).then(|| found[..valid].to_vec()));
-            }
-            let next = match cached {
-                Some(node) => node.entries[k],
+            // The leaf: the entries asked for; above it, the one entry the path takes.
+            let n = if level == 1 {
+                (want as usize).min(f as usize - k)
+            } else {
+                1
+            };
+            let entries = match self.cache.entries(a, level, first, k, n) {
+                Some(e) => e,
                 None => {
-                    let mut raw = [0u8; 4];
-                    match self.st.read_index_entries(entry(&p, a, k), &mut raw) {
-                        Ok(()) => Addr(u32::from_le_bytes(raw)),
+                    let mut raw = vec![0u8; 4 * n];
+                    let at = p.byte_of(a) + NODE_HEADER as u64 + 8 + 4 * k as u64;
+                    match self.st.read_index_entries(at, &mut raw) {
+                        Ok(()) => raw
+                            .chunks_exact(4)
+                            .map(|x| Addr(u32::from_le_bytes([x[0], x[1], x[2], x[3]])))
+                            .collect(),
                         Err(Error::Io | Error::Corrupt) => return Ok(None),
                         Err(e) => return Err(e),
                     }
                 }
             };
+            if level == 1 {
+                let valid = entries.iter().take_while(|&&x| p.addr_valid(x)).count();
+                return Ok((valid > 0).then(|| entries[..valid].to_vec()));
+            }
             first += (k as u64 * child_span) as u32;
-            a = next;
+            a = entries[0];
             level -= 1;
         }
     }
