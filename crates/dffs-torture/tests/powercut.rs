@@ -557,7 +557,9 @@ fn chained_cuts_on_one_device() {
 #[test]
 fn chained_cuts_on_a_chip_larger_than_its_preset() {
     chain_cases(&[
-        ("nand-slc-128m", None, 8_192, Workload::Mixed, 12, 7),
+        // (Seed 9: with seed 7 none of the 12 cuts falls in a recovery since synced creates
+        // name the user-data head's next block, which moved the cuts; DESIGN.md §3.3.)
+        ("nand-slc-128m", None, 8_192, Workload::Mixed, 12, 9),
         // 48 MiB of 4 KiB NOR sectors: checkpoints name block-table directory nodes
         // (FORMAT §8.2), written afresh by each of them, recoveries' included.
         ("nor-qspi-16m", Some(4096), 12_288, Workload::Mixed, 12, 7),

@@ -210,6 +210,11 @@ impl<F: Flash> Fs<F> {
         // The blocks this checkpoint may take are announced in the journal it ends: a power
         // cut before it is complete mounts from the one before.
         self.announce_erases()?;
+        // The user-data block the journal named for the head to open next: the new journal
+        // will not name it, so it goes back to the pool, erased.
+        if let Some(b) = self.store.data_next() {
+            self.store.drop_data_next(b);
+        }
         // A checkpoint is a program of this session: the session marker goes first, before
         // the journal position is recorded.
         self.store.program_first()?;

@@ -68,7 +68,15 @@ impl<F: Flash> Fs<F> {
     /// checkpoint comes at the end of the operation ([`Fs::after_op`]).
     pub(crate) fn journal_flush(&mut self) -> Result<()> {
         self.journal.record_remaps(&mut self.store, Priority::Log)?;
-        self.journal.flush(&mut self.store)?;
+        let named = self.name_next_data_block()?;
+        let r = self.journal.flush(&mut self.store);
+        if let Some(b) = named {
+            match r {
+                Ok(()) => self.store.set_data_next(b),
+                Err(_) => self.store.drop_data_next(b),
+            }
+        }
+        r?;
         self.checkpoint_for(CheckpointNeed::JournalSwapped)?;
         Ok(())
     }

@@ -211,6 +211,7 @@ impl<F: Flash> Store<F> {
     /// caller reloads the block table afterwards).
     pub fn reset_heads(&mut self) {
         self.heads = Heads::new();
+        self.data_next = u32::MAX;
     }
 
     /// After a power cut: finds where head `h` really ends (nodes may have been written after

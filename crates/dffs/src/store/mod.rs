@@ -103,6 +103,9 @@ pub(crate) struct Store<F: Flash> {
     /// checkpoint recorded for that head, or one a journal record named since
     /// (`u32::MAX`: none).
     scanned_block: u32,
+    /// NAND: the block the user-data head opens next, erased and named by a journal record
+    /// already programmed (`u32::MAX`: none; see [`Store::set_data_next`]).
+    data_next: u32,
     /// Sequence number of the last checkpoint (a commit tag carries 32 bits of it).
     cp_seq: u64,
     /// Block-table pages whose wear the table caches (see [`BlockTable`]).
@@ -182,6 +185,7 @@ impl<F: Flash> Store<F> {
             op_kills: 0,
             run: None,
             scanned_block: u32::MAX,
+            data_next: u32::MAX,
             cp_seq: 0,
             table_cache: 1,
             announced: Vec::new(),

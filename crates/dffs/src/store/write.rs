@@ -31,6 +31,17 @@ impl<F: Flash> Store<F> {
         }
         let b = match self.heads.preopened[h].pop() {
             Some(b) => b,
+            // The user-data head's next block, named in the journal already: recovery scans
+            // it, so synced writes there commit by their tags from the first page.
+            None if kind == LogKind::DataHot && self.data_next != u32::MAX => {
+                let b = core::mem::replace(&mut self.data_next, u32::MAX);
+                self.table.update(b, |e| {
+                    e.live = 0;
+                    e.set(BlockState::Head, kind);
+                });
+                self.scanned_block = b;
+                b
+            }
             None => self.alloc_block(kind, prio)?,
         };
         self.heads[h] = Head {
@@ -493,6 +504,54 @@ impl<F: Flash> Store<F> {
     /// checkpoint records it, or the block a journal record names.
     pub fn set_scanned_block(&mut self, b: u32) {
         self.scanned_block = b;
+    }
+
+    /// NAND: takes an erased block for the user-data head to open next (the least worn, as
+    /// that head's allocations are), `Reserved` until it does. The caller names it in a
+    /// journal record and, once that record is programmed, hands it to [`Store::set_data_next`]
+    /// (or back with [`Store::drop_data_next`]). `NoSpace` below the application's floor.
+    pub fn reserve_data_block(&mut self) -> Result<u32> {
+        let b = self.alloc_block(LogKind::DataHot, Priority::User)?;
+        self.table.set_state(b, BlockState::Reserved);
+        Ok(b)
+    }
+
+    /// Makes `b` (from [`Store::reserve_data_block`], named by a programmed journal record)
+    /// the block the user-data head opens next.
+    pub fn set_data_next(&mut self, b: u32) {
+        self.data_next = b;
+    }
+
+    /// The block the user-data head opens next, if one is named (see [`Store::set_data_next`]).
+    pub fn data_next(&self) -> Option<u32> {
+        (self.data_next != u32::MAX).then_some(self.data_next)
+    }
+
+    /// Gives a reserved user-data block back to the free pool as `Erased` (it was erased and
+    /// nothing was written to it): before a checkpoint, whose journal no longer names it, or
+    /// when the record naming it could not be programmed.
+    pub fn drop_data_next(&mut self, b: u32) {
+        if self.data_next == b {
+            self.data_next = u32::MAX;
+        }
+        if self.table.get(b).state() == BlockState::Reserved {
+            self.table.update(b, |e| {
+                e.live = 0;
+                e.set(BlockState::Erased, LogKind::DataHot);
+            });
+        }
+    }
+
+    /// NAND: whether the journal head holds a started page not yet programmed with room for
+    /// a record of `len` bytes, so that the record costs no program of its own.
+    pub fn journal_page_fits(&self, len: u32) -> bool {
+        let g = self.p.geometry;
+        let hd = &self.heads[self.head_index(LogKind::Journal)];
+        if g.kind != FlashKind::Nand || !hd.unprogrammed() {
+            return false;
+        }
+        let at = hd.off % g.page_size;
+        at != 0 && at + self.p.align(len) <= g.page_size
     }
 
     /// Records the sequence number a checkpoint was written at.

@@ -13,6 +13,7 @@ use crate::fs::files::handles::Fh;
 use crate::fs::files::overlay::Overlay;
 use crate::fs::Fs;
 use crate::journal::{max_commit_extents, Record, Tid};
+use crate::store::Priority;
 use alloc::vec::Vec;
 use dffs_flash::Flash;
 
@@ -155,7 +156,7 @@ impl<F: Flash> Fs<F> {
             return Ok(None);
         };
         if ov.spilled.is_some()
-            || ov.trunc_to.is_some()
+            || ov.trunc_to.is_some_and(|t| t < committed.size)
             || ov.inline.is_some()
             || !ov.extents.is_empty()
         {
@@ -201,6 +202,64 @@ impl<F: Flash> Fs<F> {
         self.store.set_scanned_block(block);
         self.cp.data_blocks += 1;
         Ok(())
+    }
+
+    /// NAND, before the journal's started page is programmed: when the user-data head's
+    /// current block is one recovery scans and three-quarters full (or the head has none),
+    /// names in that page the block the head opens next, reserved and erased now
+    /// ([`Store::reserve_data_block`]), so that a synced write reaching it commits by its tags
+    /// instead of a journal page of its own. Only when the record fits in the started page (it
+    /// costs no program) and the free pool is above collection's urgent level. Returns the
+    /// block, which the caller hands to the store once the page is programmed.
+    ///
+    /// (On a `--sync` mount every create and unlink programs a journal page, and Postmark's
+    /// 128 KiB files each start a block: without this, each file's first write took one more
+    /// journal page for `JCommit` and `JDataBlock`.)
+    ///
+    /// [`Store::reserve_data_block`]: crate::store::Store::reserve_data_block
+    pub(crate) fn name_next_data_block(&mut self) -> Result<Option<u32>> {
+        let p = self.store.p();
+        if !p.commit_runs()
+            || self.cfg.read_only
+            || self.txn.open.is_some()
+            || self.mount.replaying
+            || self.store.checkpointing()
+            || self.store.data_next().is_some()
+            || self.cp.data_blocks + 1 >= crate::fs::data_scan_blocks(&p)
+        {
+            return Ok(None);
+        }
+        // Not before the head's block is three-quarters full: a checkpoint gives a named block
+        // back (as `Erased`, a little more worn than the pool's least worn block, so the
+        // allocator passes it over for a while), and one named at the start of a block was
+        // given back so often that `dffs bench postmark-sync` erased 44 blocks more.
+        let head = self.store.head(LogKind::DataHot);
+        if head.is_open()
+            && (head.block() != self.store.scanned_block()
+                || self.store.head_room(LogKind::DataHot) > p.geometry.block_size() / 4)
+        {
+            return Ok(None);
+        }
+        let rec = Record::DataBlock { block: 0 };
+        if !self.store.journal_page_fits(rec.encode().w.len() as u32)
+            || self.store.free_blocks() <= self.background_low()
+        {
+            return Ok(None);
+        }
+        let block = match self.store.reserve_data_block() {
+            Ok(b) => b,
+            Err(Error::NoSpace) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if let Err(e) =
+            self.journal
+                .append_record(&mut self.store, &Record::DataBlock { block }, Priority::Log)
+        {
+            self.store.drop_data_next(block);
+            return Err(e);
+        }
+        self.cp.data_blocks += 1;
+        Ok(Some(block))
     }
 
     fn commit_record(&self, tid: Tid, ino: Ino, ov: &Overlay, extents: ExtentMap) -> Record {
