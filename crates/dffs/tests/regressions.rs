@@ -121,3 +121,81 @@ fn an_abort_whose_reload_fails_leaves_the_file_system_refusing_calls() {
     assert!(fs.create(ROOT_INO, b"after", 0o644, 0, 0).is_err());
     assert!(fs.write(fh, 0, b"x").is_err());
 }
+
+/// A commit whose journal record is refused leaves the file as it was. Inside a transaction
+/// the journal refuses a record that would take the block it keeps for the commit (`NoSpace`);
+/// a truncation of a file that is not open commits at once, so it is refused there, after its
+/// shortened last block was written. That update used to be dropped with its blocks left in
+/// the data cache as if committed: the file kept its size and read zeros from the cut on
+/// (found by the model test with faults, seed 4020, step 929).
+#[test]
+fn a_commit_the_journal_refuses_leaves_the_file_as_it_was() {
+    let p = preset::preset("nand-slc-128m")
+        .unwrap()
+        .with_blocks(64)
+        .unwrap();
+    let sim = Fs::format(SimFlash::new(p).unwrap(), &FormatOptions::default()).unwrap();
+    let mut fs = Fs::mount(sim, Config::default()).unwrap();
+    let content: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + 3) as u8).collect();
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    let fh = fs.open(f, OpenFlags::RW).unwrap();
+    fs.write(fh, 0, &content).unwrap();
+    fs.close(fh).unwrap();
+    let (a, b) = (
+        fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino,
+        fs.create(ROOT_INO, b"b", 0o644, 0, 0).unwrap().ino,
+    );
+    fs.sync().unwrap();
+    fs.begin_transaction().unwrap();
+    // Fill the journal's block with records of two files taking turns (one file's records
+    // would fold into each other) until it refuses one.
+    let mut refused = false;
+    for i in 0..100_000u64 {
+        let attr = dffs::SetAttr {
+            mtime: Some(dffs::format::attrs::Time {
+                secs: i as i64,
+                nsec: 0,
+            }),
+            ..Default::default()
+        };
+        match fs.setattr(if i % 2 == 0 { a } else { b }, attr) {
+            Ok(_) => {}
+            Err(dffs::Error::NoSpace) => {
+                refused = true;
+                break;
+            }
+            Err(e) => panic!("setattr {i}: {e:?}"),
+        }
+    }
+    assert!(refused, "the journal never refused a record");
+    let r = fs.setattr(
+        f,
+        dffs::SetAttr {
+            size: Some(5_000),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.err(), Some(dffs::Error::NoSpace));
+    let read = |fs: &mut Fs<SimFlash>| {
+        let size = fs.stat(f).unwrap().size as usize;
+        let fh = fs.open(f, OpenFlags::READ).unwrap();
+        let mut out = vec![0u8; size];
+        assert_eq!(fs.read(fh, 0, &mut out).unwrap(), size);
+        fs.close(fh).unwrap();
+        out
+    };
+    let same = |got: &[u8], when: &str| {
+        let diff = got.iter().zip(&content).position(|(x, y)| x != y);
+        assert!(
+            got.len() == content.len() && diff.is_none(),
+            "{when}: {} bytes (want {}), first difference at {diff:?}",
+            got.len(),
+            content.len()
+        );
+    };
+    same(&read(&mut fs), "after the refused truncation");
+    fs.abort_transaction().unwrap();
+    same(&read(&mut fs), "after the abort");
+    let report = fs.fsck().unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}

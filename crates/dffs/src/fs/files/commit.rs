@@ -42,6 +42,9 @@ impl<F: Flash> Fs<F> {
                 false
             }
         };
+        if !by_tags && synced {
+            self.name_data_block()?;
+        }
         let Some(mut ov) = self.open.files.get_mut(&ino).and_then(|o| o.overlay.take()) else {
             return Ok(());
         };
@@ -49,9 +52,16 @@ impl<F: Flash> Fs<F> {
             let rec = self.commit_record(0, ino, &ov, ov.extents.clone());
             return self.apply(&rec);
         }
-        if synced {
-            self.name_data_block()?;
-        }
+        // A record the journal refuses (`NoSpace`) leaves the update uncommitted, as it was:
+        // the file keeps its committed content, and the update its blocks in the data cache,
+        // which a later commit tries again or a release discards. (Dropped here, its blocks
+        // stayed in the cache as if committed: a truncation refused so read zeros past the
+        // new size in a file that kept its old one, model seed 4020.)
+        let restore = |fs: &mut Self, ov: Overlay| {
+            if let Some(o) = fs.open.files.get_mut(&ino) {
+                o.overlay = Some(ov);
+            }
+        };
         // A spilled update commits its whole block map at once.
         let map = match ov.spilled.take() {
             Some(mut sp) => {
@@ -59,18 +69,17 @@ impl<F: Flash> Fs<F> {
                 let floor = self.store.lower_copy_floor(credit);
                 let r = self.tree(ino).fold(&mut sp);
                 self.store.restore_copy_floor(floor);
-                if let Err(e) = r {
-                    ov.spilled = Some(sp);
-                    if let Some(o) = self.open.files.get_mut(&ino) {
-                        o.overlay = Some(ov);
-                    }
-                    return Err(e);
-                }
-                Some(BlockMap {
+                let map = BlockMap {
                     depth: sp.depth,
                     root: sp.root,
-                    direct: sp.direct,
-                })
+                    direct: sp.direct.clone(),
+                };
+                ov.spilled = Some(sp);
+                if let Err(e) = r {
+                    restore(self, ov);
+                    return Err(e);
+                }
+                Some(map)
             }
             None => None,
         };
@@ -81,10 +90,12 @@ impl<F: Flash> Fs<F> {
                 *map = Some(m);
                 *trunc_to = None;
             }
-            if self.open.is_orphan(ino) {
-                return self.apply(&rec);
+            if !self.open.is_orphan(ino) {
+                if let Err(e) = self.journal(&rec) {
+                    restore(self, ov);
+                    return Err(e);
+                }
             }
-            self.journal(&rec)?;
             return self.apply(&rec);
         }
         // An unlinked file's changes never need to survive a power cut.
@@ -101,7 +112,10 @@ impl<F: Flash> Fs<F> {
         .max(1);
         if ov.extents.len() <= per {
             let rec = self.commit_record(self.txn.open.unwrap_or(0), ino, &ov, ov.extents.clone());
-            self.journal(&rec)?;
+            if let Err(e) = self.journal(&rec) {
+                restore(self, ov);
+                return Err(e);
+            }
             return self.apply(&rec);
         }
         // Split across records of one transaction.
@@ -127,11 +141,21 @@ impl<F: Flash> Fs<F> {
             }
             recs.push(self.commit_record(tid, ino, &part, e));
         }
-        for r in &recs {
-            self.journal(r)?;
-        }
-        if own {
-            self.journal(&Record::TxCommit { tid })?;
+        // (Records of a transaction of its own that the journal took before one it refused
+        // are never applied: replay applies a transaction only with its `JTxCommit`.)
+        let journaled = recs
+            .iter()
+            .try_for_each(|r| self.journal(r))
+            .and_then(|()| {
+                if own {
+                    self.journal(&Record::TxCommit { tid })
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(e) = journaled {
+            restore(self, ov);
+            return Err(e);
         }
         for r in &recs {
             self.apply(r)?;
