@@ -149,6 +149,9 @@ struct CheckpointPos {
     /// Blocks `JDataBlock` records named since: a recovery reads each whole (the next
     /// checkpoint is due at [`data_scan_blocks`]).
     data_blocks: u32,
+    /// The last synced commit was one tags could carry (a run of new blocks): only then is
+    /// the user-data head's next block named ahead (`Fs::name_next_data_block`).
+    synced_runs: bool,
 }
 
 /// Pages of commit runs (FORMAT.md §8.7) a recovery may have to read before a checkpoint is
@@ -234,6 +237,7 @@ impl<F: Flash> Fs<F> {
                 table_nodes: Vec::new(),
                 provisional_pages: Vec::new(),
                 data_blocks: 0,
+                synced_runs: false,
             },
             journal: JournalWriter::default(),
             txn: Txn {

@@ -35,7 +35,11 @@ impl<F: Flash> Fs<F> {
         if !self.open.has_overlay(ino) {
             return Ok(());
         }
-        let by_tags = match self.run_end(ino, synced)? {
+        let run = self.run_end(ino, synced)?;
+        if synced {
+            self.cp.synced_runs = run.is_some();
+        }
+        let by_tags = match run {
             Some((first, end)) => self.flush_run(ino, first, end)?,
             None => {
                 self.flush_blocks(ino)?;
@@ -233,8 +237,10 @@ impl<F: Flash> Fs<F> {
     /// names in that page the block the head opens next, reserved and erased now
     /// ([`Store::reserve_data_block`]), so that a synced write reaching it commits by its tags
     /// instead of a journal page of its own. Only when the record fits in the started page (it
-    /// costs no program) and the free pool is above collection's urgent level. Returns the
-    /// block, which the caller hands to the store once the page is programmed.
+    /// costs no program), the free pool is above the level background collection keeps and
+    /// the last synced commit was one tags could carry (without it, the `sync` that ends a run
+    /// of plain writes took and erased a block no synced write would use). Returns the block,
+    /// which the caller hands to the store once the page is programmed.
     ///
     /// (On a `--sync` mount every create and unlink programs a journal page, and Postmark's
     /// 128 KiB files each start a block: without this, each file's first write took one more
@@ -244,6 +250,7 @@ impl<F: Flash> Fs<F> {
     pub(crate) fn name_next_data_block(&mut self) -> Result<Option<u32>> {
         let p = self.store.p();
         if !p.commit_runs()
+            || !self.cp.synced_runs
             || self.cfg.read_only
             || self.txn.open.is_some()
             || self.mount.replaying
