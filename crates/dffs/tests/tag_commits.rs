@@ -254,6 +254,21 @@ fn a_cut_at_any_program_of_synced_appends_loses_nothing_synced() {
     );
 }
 
+/// A 64-block SLC device mounted with `cfg` holding one file, `first`, whose synced writes
+/// filled exactly one flash block (the user-data head's block is full); with the bytes of a
+/// flash block and of a 4 KiB write (two pages).
+fn one_full_block_synced(cfg: Config) -> (Fs<SimFlash>, usize, usize) {
+    let mut fs = Fs::mount(device("nand-slc-128m", 64), cfg).unwrap();
+    let g = fs.params().geometry;
+    let block = (g.page_size * g.pages_per_block) as usize;
+    let piece = 2 * g.page_size as usize;
+    let ino = fs.create(ROOT_INO, b"first", 0o644, 0, 0).unwrap().ino;
+    let fh = fs.open(ino, SYNC).unwrap();
+    fs.write(fh, 0, &pattern(99, block)).unwrap();
+    fs.close(fh).unwrap();
+    (fs, block, piece)
+}
+
 /// Postmark on a `--sync` mount, in small: each file is created (a journal page of its own, as
 /// every operation is synced) and written with synced 4 KiB writes that fill exactly one flash
 /// block, so every file's first write starts a block. The create's journal page names the block
@@ -267,15 +282,9 @@ fn a_new_files_first_synced_write_commits_by_tags_in_a_block_named_ahead() {
         sync: true,
         ..Config::default()
     };
-    let mut fs = Fs::mount(device("nand-slc-128m", 64), cfg).unwrap();
+    let (mut fs, block, piece) = one_full_block_synced(cfg);
     let g = fs.params().geometry;
-    let block = (g.page_size * g.pages_per_block) as usize;
-    let piece = 2 * g.page_size as usize;
-    // A first file, so that the user-data head holds a block a checkpoint recorded.
-    let ino = fs.create(ROOT_INO, b"first", 0o644, 0, 0).unwrap().ino;
-    let fh = fs.open(ino, SYNC).unwrap();
-    fs.write(fh, 0, &pattern(99, block)).unwrap();
-    fs.close(fh).unwrap();
+    // The user-data head's block is one a checkpoint recorded.
     fs.checkpoint().unwrap();
     let files = 6;
     let before = fs.op_counts();
@@ -332,18 +341,12 @@ fn a_cut_at_any_program_of_synced_files_in_blocks_named_ahead_loses_nothing_sync
         sync: true,
         ..Config::smallest()
     };
-    let mut fs = Fs::mount(device("nand-slc-128m", 64), cfg).unwrap();
+    let (fs, block, piece) = one_full_block_synced(cfg);
     let g = fs.params().geometry;
-    let block = (g.page_size * g.pages_per_block) as usize;
-    let piece = 2 * g.page_size as usize;
-    let ino = fs.create(ROOT_INO, b"first", 0o644, 0, 0).unwrap().ino;
-    let fh = fs.open(ino, SYNC).unwrap();
-    fs.write(fh, 0, &pattern(99, block)).unwrap();
-    fs.close(fh).unwrap();
     let base = fs.unmount().unwrap();
     let files = 3usize;
-    // One pass of the workload; `cut` 0: no cut. Returns, per file, the bytes its returned
-    // writes wrote (`None`: its create did not return).
+    // One pass of the workload (the caller sets the power cut). Returns, per file, the bytes
+    // its returned writes wrote (`None`: its create did not return).
     let run = |fs: &mut Fs<SimFlash>| -> Vec<Option<usize>> {
         let mut done = vec![None; files];
         for (k, d) in done.iter_mut().enumerate() {

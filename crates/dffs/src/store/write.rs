@@ -546,12 +546,12 @@ impl<F: Flash> Store<F> {
     /// a record of `len` bytes, so that the record costs no program of its own.
     pub fn journal_page_fits(&self, len: u32) -> bool {
         let g = self.p.geometry;
-        let hd = &self.heads[self.head_index(LogKind::Journal)];
-        if g.kind != FlashKind::Nand || !hd.unprogrammed() {
-            return false;
-        }
-        let at = hd.off % g.page_size;
-        at != 0 && at + self.p.align(len) <= g.page_size
+        let h = self.head_index(LogKind::Journal);
+        let hd = &self.heads[h];
+        g.kind == FlashKind::Nand
+            && hd.unprogrammed()
+            && hd.off % g.page_size != 0
+            && self.placement(h, self.p.align(len), false) == Some(hd.off)
     }
 
     /// Records the sequence number a checkpoint was written at.
