@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # footprint.sh - DFFS's code size and RAM on a Cortex-M4F, in two firmware configurations, on
 # the nor-qspi-16m device (16 MiB QSPI NOR, 256 B pages, 64 KiB blocks):
-#   minimal  the smallest RAM configuration and no optional library feature (no compression)
+#   minimal  the smallest RAM configuration and no optional library feature (no compression,
+#            no NAND)
 #   full     the default RAM configuration and every optional library feature
 #
 # Owns only measuring and printing: it builds examples/firmware (thumbv7em-none-eabihf,
@@ -47,7 +48,7 @@ done
 features_of() {
     case $1 in
         minimal) echo "smallest" ;;
-        full) echo "ram-default,compression" ;;
+        full) echo "ram-default,compression,nand" ;;
     esac
 }
 

@@ -1,6 +1,7 @@
 //! The standard workload (`dffs_capi::workload`) passes on a 16 MiB NOR part (the
 //! `nor-qspi-16m` geometry, with 64 KiB blocks and with 4 KiB sectors) in every RAM preset,
-//! and on a small SLC NAND, frees everything it allocated, stays within the library's own RAM
+//! and on a small SLC NAND (refused with `DFFS_ERR_NOTSUP` by a build without the `nand`
+//! feature), frees everything it allocated, stays within the library's own RAM
 //! estimate, agrees with its own count of what it holds (after mount and at the peak), and the
 //! presets order their RAM as their names promise; the smallest preset on 64 KiB blocks peaks
 //! under the brief's 16 KiB, and on 4 KiB sectors (4,096 of them) holds at most 16 KiB after
@@ -79,6 +80,12 @@ fn workload_runs_in_every_preset_without_leaking() {
         pairing: 0,
     };
     let mut device = vec![0xFFu8; device_bytes(&nand)];
+    if !cfg!(feature = "nand") {
+        // A library built without NAND support refuses it at the format.
+        let e = run(&mut device, nand, DFFS_RAM_SMALLEST).unwrap_err();
+        assert_eq!(e.code, dffs_capi::DFFS_ERR_NOTSUP as i64, "{e:?}");
+        return;
+    }
     let f = run(&mut device, nand, DFFS_RAM_SMALLEST).expect("workload on NAND");
     println!("NAND smallest: {f:?}");
     assert_eq!(f.heap_after_unmount, 0, "{f:?}");

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::codec::Reader;
 use crate::format::node::{self, NodeBuilder, NodeType, OobTag, Probe, OOB_TAG_LEN};
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, Params, MAX_BT_DELTAS, MAX_HEADS};
 use crate::store::{BlockState, Remap, Store};
 use dffs_flash::{Flash, FlashError, FlashKind, PagePairing};
@@ -366,9 +367,9 @@ pub fn starts_block(p: &Params, pos: AnchorPos) -> bool {
 
 fn slots_per_block(p: &Params) -> u32 {
     let g = p.geometry;
-    if g.kind == FlashKind::Nand && g.pairing != PagePairing::None {
+    if g.flash_kind() == FlashKind::Nand && g.page_pairing() != PagePairing::None {
         return (0..g.pages_per_block)
-            .filter(|&pg| g.pairing.lower_of(pg).is_none())
+            .filter(|&pg| g.page_pairing().lower_of(pg).is_none())
             .count() as u32;
     }
     g.block_size() / p.cp_slot
@@ -377,9 +378,9 @@ fn slots_per_block(p: &Params) -> u32 {
 /// Byte offset of checkpoint slot `slot` in its anchor block.
 fn slot_offset(p: &Params, slot: u32, cp_slot: u32) -> u64 {
     let g = p.geometry;
-    if g.kind == FlashKind::Nand && g.pairing != PagePairing::None {
+    if g.flash_kind() == FlashKind::Nand && g.page_pairing() != PagePairing::None {
         let page = (0..g.pages_per_block)
-            .filter(|&pg| g.pairing.lower_of(pg).is_none())
+            .filter(|&pg| g.page_pairing().lower_of(pg).is_none())
             .nth(slot as usize)
             .unwrap_or(g.pages_per_block);
         return page as u64 * g.page_size as u64;
@@ -483,7 +484,7 @@ pub fn find_newest<F: Flash>(st: &mut Store<F>) -> Result<(Box<Checkpoint>, Anch
     let mut valid_first: Vec<(u32, u64)> = Vec::new();
     for b in 0..area {
         for slot in [0u32, 1] {
-            let cp_slot = match (g.kind, &found) {
+            let cp_slot = match (g.flash_kind(), &found) {
                 (FlashKind::Nand, _) => g.page_size,
                 (FlashKind::Nor, Some(f)) => f.params.cp_slot,
                 (FlashKind::Nor, None) => st.p().cp_slot,
@@ -1190,7 +1191,7 @@ fn write_at<F: Flash>(
     for copy in 0..2u32 {
         let pos = block as u64 * bs + slot_offset(&p, slot + copy, p.cp_slot);
         let tag = OobTag::nodes(cp.cp_number).encode();
-        let oob: &[u8] = match g.kind {
+        let oob: &[u8] = match g.flash_kind() {
             FlashKind::Nand => &tag[..OOB_TAG_LEN.min(g.oob_free_len as usize)],
             FlashKind::Nor => &[],
         };

@@ -664,6 +664,7 @@ fn env(name: &str, default: u64) -> u64 {
 }
 
 #[test]
+#[cfg(feature = "nand")]
 fn model_nand_slc() {
     let seeds = env("DFFS_MODEL_SEEDS", 4);
     let ops = env("DFFS_MODEL_OPS", 600) as usize;
@@ -689,6 +690,7 @@ fn model_nor_regression_stale_inode_during_write() {
 }
 
 #[test]
+#[cfg(feature = "nand")]
 fn model_nand_mlc() {
     let seeds = env("DFFS_MODEL_SEEDS", 3);
     let ops = env("DFFS_MODEL_OPS", 500) as usize;
@@ -743,6 +745,7 @@ fn run_faults_seed(kind: &str, blocks: u32, seed: u64, ops: u64) -> Stats {
 /// open block, and the collection, checkpoint and bad-block swap the second one ran took three
 /// blocks (DESIGN.md §15 item 21).
 #[test]
+#[cfg(feature = "nand")]
 fn model_nand_slc_faults_regression_write_back_room() {
     let st = run_faults_seed("nand-slc-128m", 40, 4008, 600);
     assert!(st.program_failures > 0, "{st:?}");
@@ -769,6 +772,7 @@ fn model_nand_slc_faults_regression_write_back_room() {
 /// swapped): every checkpoint said `NoSpace`, the first at 24.9% of the room for files with
 /// 11 blocks bad (`Store::pick_roaming_anchor`).
 #[test]
+#[cfg(feature = "nand")]
 fn model_nand_slc_faults_regression_long() {
     for seed in [4002, 4012, 4037, 4046, 4054] {
         let st = run_faults_seed("nand-slc-128m", 40, seed, 1000);
@@ -777,6 +781,7 @@ fn model_nand_slc_faults_regression_long() {
 }
 
 #[test]
+#[cfg(feature = "nand")]
 fn model_nand_slc_faults() {
     let st = run_faults("nand-slc-128m", 40, 4000, 4, 600);
     assert!(st.corrected_reads > 0, "{st:?}");
@@ -794,6 +799,7 @@ fn model_nor_faults() {
 
 /// Runs the default number of seeds (or `DFFS_MODEL_SEEDS`) of `kind` with compression
 /// `algo`, seeds from `base`.
+#[cfg(feature = "compression")]
 fn run_seeds_z(kind: &str, blocks: u32, base: u64, seeds: u64, ops: u64, algo: u8) {
     let seeds = env("DFFS_MODEL_SEEDS", seeds);
     let ops = env("DFFS_MODEL_OPS", ops) as usize;
@@ -803,6 +809,7 @@ fn run_seeds_z(kind: &str, blocks: u32, base: u64, seeds: u64, ops: u64, algo: u
 }
 
 #[test]
+#[cfg(all(feature = "nand", feature = "compression"))]
 fn model_nand_slc_lz4() {
     run_seeds_z(
         "nand-slc-128m",
@@ -815,6 +822,7 @@ fn model_nand_slc_lz4() {
 }
 
 #[test]
+#[cfg(all(feature = "nand", feature = "compression"))]
 fn model_nand_mlc_deflate() {
     run_seeds_z(
         "nand-mlc-1g",
@@ -827,6 +835,7 @@ fn model_nand_mlc_deflate() {
 }
 
 #[test]
+#[cfg(feature = "compression")]
 fn model_nor_lz4() {
     run_seeds_z(
         "nor-qspi-16m",

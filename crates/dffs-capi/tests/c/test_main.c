@@ -505,6 +505,18 @@ int main(void) {
     run_device("nor", &rf);
     ramflash_free(&rf);
 
+#ifdef DFFS_NO_NAND
+    /* A library built without the `nand` feature refuses NAND before it touches the device. */
+    CHECK(ramflash_init_nand(&rf, 2048, 64, 64, 64) == 0);
+    {
+        dffs_t *fs = NULL;
+        CHECK_EQ(dffs_format(&rf.cfg), DFFS_ERR_NOTSUP);
+        CHECK_EQ(dffs_mount(&fs, &rf.cfg), DFFS_ERR_NOTSUP);
+        CHECK_EQ(rf.progs + rf.erases, 0);
+        printf("[nand] refused: this library has no NAND support\n");
+    }
+    ramflash_free(&rf);
+#else
     /* NAND: 2048 + 64 B pages, 64 pages per block, 64 blocks (8 MiB), one factory bad block,
      * a corrected bit error now and then, and an erase that fails (a grown bad block). */
     CHECK(ramflash_init_nand(&rf, 2048, 64, 64, 64) == 0);
@@ -534,6 +546,7 @@ int main(void) {
         printf("[nand] grown bad block %u retired and marked\n", rf.failed_block);
     }
     ramflash_free(&rf);
+#endif
 
     printf("all C API checks passed\n");
     return 0;

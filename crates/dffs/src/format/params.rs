@@ -19,6 +19,9 @@ pub const DATA_CRC_LEN: u32 = 4;
 /// bytes). Front ends show the reason before they write anything.
 pub fn check_geometry(g: &Geometry) -> core::result::Result<(), &'static str> {
     g.validate()?;
+    if !cfg!(feature = "nand") && g.kind == FlashKind::Nand {
+        return Err("this build of DFFS has no NAND support (cargo feature `nand`)");
+    }
     if g.kind == FlashKind::Nand && (g.oob_free_len as usize) < crate::format::node::OOB_TAG_LEN {
         return Err("NAND needs at least 20 free OOB bytes per page for DFFS's page tag");
     }
@@ -26,6 +29,39 @@ pub fn check_geometry(g: &Geometry) -> core::result::Result<(), &'static str> {
         return Err("NOR write units larger than 256 bytes are not supported");
     }
     Ok(())
+}
+
+/// The device's kind and page pairing as this build handles them. Without the `nand` cargo
+/// feature [`check_geometry`] refuses NAND (so format and mount say `NotSupported`) and
+/// [`Params::decode`] refuses a NAND format: every device that gets further is NOR. The answers
+/// are then constants, and the compiler leaves out every NAND-only path (OOB tags, page
+/// buffers, MLC pairing, bad-block swaps, commit runs). Code outside `check_geometry` and the
+/// format's own encoding asks these, never the raw `Geometry` fields.
+pub(crate) trait NandSupport {
+    /// `kind`, or NOR in a build without NAND support.
+    fn flash_kind(&self) -> FlashKind;
+    /// `pairing`, or none in a build without NAND support.
+    fn page_pairing(&self) -> PagePairing;
+}
+
+impl NandSupport for Geometry {
+    #[inline(always)]
+    fn flash_kind(&self) -> FlashKind {
+        if cfg!(feature = "nand") {
+            self.kind
+        } else {
+            FlashKind::Nor
+        }
+    }
+
+    #[inline(always)]
+    fn page_pairing(&self) -> PagePairing {
+        if cfg!(feature = "nand") {
+            self.pairing
+        } else {
+            PagePairing::None
+        }
+    }
 }
 
 /// Longest file name in bytes.
@@ -238,7 +274,7 @@ impl Params {
         // Smallest unit (at least 8 bytes, and on NOR at least the write unit, so every node
         // starts and ends on a programmable boundary) such that 31 bits address the device.
         let mut shift = 3u8;
-        if g.kind == FlashKind::Nor {
+        if g.flash_kind() == FlashKind::Nor {
             while (1u32 << shift) < g.program_unit {
                 shift += 1;
             }
@@ -246,7 +282,8 @@ impl Params {
         while ((cap - 1) >> shift) > Addr::MAX as u64 {
             shift += 1;
         }
-        let (data_block, dir_page, map_page, index_node, cp_slot, inline_max) = match g.kind {
+        let (data_block, dir_page, map_page, index_node, cp_slot, inline_max) = match g.flash_kind()
+        {
             FlashKind::Nand => {
                 let p = g.page_size;
                 (p, p, p, p, p, (p / 2).min(1536))
@@ -285,7 +322,7 @@ impl Params {
             HeadLayout::Merged => 5,
         };
         let gc_reserve = 2 + heads_n / 2 + g.blocks / 200;
-        let bad_reserve = match g.kind {
+        let bad_reserve = match g.flash_kind() {
             FlashKind::Nand => (g.blocks / 100).max(1),
             FlashKind::Nor => 0,
         };
@@ -341,12 +378,12 @@ impl Params {
             && self.gc_reserve >= 2
             && self.gc_reserve as u64 + self.bad_reserve as u64 + 4 <= g.blocks as u64
             // NOR nodes start on write-unit boundaries.
-            && (g.kind == FlashKind::Nand || unit >= g.program_unit)
+            && (g.flash_kind() == FlashKind::Nand || unit >= g.program_unit)
             && self.data_block % unit == 0;
         if !ok {
             return Err(Error::Corrupt);
         }
-        if g.kind == FlashKind::Nand
+        if g.flash_kind() == FlashKind::Nand
             && (self.dir_page != g.page_size
                 || self.map_page != g.page_size
                 || self.index_node != g.page_size
@@ -385,8 +422,8 @@ impl Params {
     /// Bytes one file data block takes on flash: NAND, the raw page; NOR, the block followed
     /// by its CRC ([`DATA_CRC_LEN`]), padded to the address unit. Consecutive blocks of one data
     /// node lie this far apart.
-    pub const fn data_slot(&self) -> u32 {
-        match self.geometry.kind {
+    pub fn data_slot(&self) -> u32 {
+        match self.geometry.flash_kind() {
             FlashKind::Nand => self.data_block,
             FlashKind::Nor => self.align(self.data_block + DATA_CRC_LEN),
         }
@@ -400,7 +437,7 @@ impl Params {
     }
 
     /// Address units between consecutive blocks of one contiguous write (a data slot).
-    pub const fn stride(&self) -> u32 {
+    pub fn stride(&self) -> u32 {
         self.data_slot() >> self.addr_shift
     }
 
@@ -481,8 +518,8 @@ impl Params {
     /// without page pairing whose free OOB bytes hold the whole tag.
     pub fn commit_runs(&self) -> bool {
         let g = &self.geometry;
-        g.kind == FlashKind::Nand
-            && g.pairing == PagePairing::None
+        g.flash_kind() == FlashKind::Nand
+            && g.page_pairing() == PagePairing::None
             && g.oob_free_len as usize >= crate::format::node::OOB_TAG_LEN
     }
 
@@ -509,7 +546,7 @@ impl Params {
     /// wider margins (with the smaller ones, chained cuts on 24 SLC blocks wedged and the model
     /// test with faults on 40 SLC blocks failed more seeds; DESIGN §9.3).
     pub fn few_large_blocks(&self) -> bool {
-        let low = match self.geometry.kind {
+        let low = match self.geometry.flash_kind() {
             FlashKind::Nor => 32,
             FlashKind::Nand => 64,
         };
@@ -582,6 +619,7 @@ impl Params {
             return Err(Error::NoFileSystem);
         }
         let kind = match r.u8()? {
+            0 if !cfg!(feature = "nand") => return Err(Error::NotSupported),
             0 => FlashKind::Nand,
             1 => FlashKind::Nor,
             _ => return Err(Error::Corrupt),

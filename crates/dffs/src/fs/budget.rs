@@ -34,6 +34,7 @@ use super::Fs;
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::params::LogKind;
+use crate::format::params::NandSupport;
 use crate::index::file::tree::fold_bound;
 use crate::store::{BlockState, Priority};
 use dffs_flash::Flash;
@@ -164,7 +165,7 @@ impl<F: Flash> Fs<F> {
         // checkpoints, always; on NAND when the journal's block is three-quarters used (a
         // whole large block held back for it cost a small MLC device a tenth of its files).
         let bs = p.geometry.block_size();
-        let second_journal = p.geometry.kind == dffs_flash::FlashKind::Nor
+        let second_journal = p.geometry.flash_kind() == dffs_flash::FlashKind::Nor
             || self.store.head_room(LogKind::Journal) < bs / 4;
         (
             self.head_blocks(&one) + 2,
@@ -198,7 +199,7 @@ impl<F: Flash> Fs<F> {
     fn head_blocks(&self, logs: &[(LogKind, u64, u32)]) -> u32 {
         let p = self.store.p();
         let bs = p.geometry.block_size() as u64;
-        let tail = match p.geometry.kind {
+        let tail = match p.geometry.flash_kind() {
             dffs_flash::FlashKind::Nand => p.geometry.page_size as u64,
             dffs_flash::FlashKind::Nor => p.unit() as u64,
         };

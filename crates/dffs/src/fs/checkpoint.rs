@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::codec::crc32c;
 use crate::format::node::{NodeBuilder, NodeType};
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, LogKind, MAX_HEADS};
 use crate::fs::Fs;
 use crate::index::inode_map::MapEntry;
@@ -197,7 +198,7 @@ impl<F: Flash> Fs<F> {
     /// 112 erase counts were lost with it and 115 without, before the home block's erase was
     /// counted ahead.)
     fn record_anchor_erases(&mut self) -> Result<()> {
-        if self.store.p().geometry.kind != FlashKind::Nor {
+        if self.store.p().geometry.flash_kind() != FlashKind::Nor {
             return Ok(());
         }
         let anchors = self.store.p().anchors;
@@ -315,7 +316,7 @@ impl<F: Flash> Fs<F> {
         };
         if let Some(b) = started.filter(|_| !self.cfg.read_only) {
             if b < p.geometry.blocks {
-                if p.geometry.kind == FlashKind::Nor {
+                if p.geometry.flash_kind() == FlashKind::Nor {
                     self.journal
                         .announce_blocks(&mut self.store, &[b], Priority::Log)?;
                 }
@@ -327,7 +328,7 @@ impl<F: Flash> Fs<F> {
         // it before its position is recorded (and the next session's marker fits after it).
         let g = self.store.p().geometry;
         // (On paired-page NAND the marker may also have to skip an upper page: four pages.)
-        let room_pages = if g.pairing == dffs_flash::PagePairing::None {
+        let room_pages = if g.page_pairing() == dffs_flash::PagePairing::None {
             2
         } else {
             4

@@ -4,6 +4,7 @@
 //! Owns the configuration presets and the RAM estimate of a configuration. It must never
 //! depend on mounted state: everything here is decided before mount.
 
+use crate::format::params::NandSupport;
 use dffs_flash::FlashKind;
 
 use crate::format::attrs::Time;
@@ -139,7 +140,7 @@ impl Config {
         let g = p.geometry;
         let page = p.dir_page as usize;
         let heads = p.head_count()
-            * if g.kind == FlashKind::Nand {
+            * if g.flash_kind() == FlashKind::Nand {
                 g.page_size as usize
             } else {
                 0

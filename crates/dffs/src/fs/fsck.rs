@@ -14,6 +14,7 @@ use super::Fs;
 use crate::error::{Error, Result};
 use crate::format::attrs::{Ino, ROOT_INO};
 use crate::format::node::TAG_DATA;
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, LogKind};
 use crate::index::dir::{name_hash, PLACEHOLDER};
 use crate::index::file::{blocks_for, FileNode};
@@ -507,7 +508,7 @@ impl<F: Flash> Fs<F> {
                 continue;
             }
             w.claim(a, p.data_slot(), "data block", path);
-            if p.geometry.kind == FlashKind::Nand {
+            if p.geometry.flash_kind() == FlashKind::Nand {
                 let g = p.geometry;
                 if p.byte_of(a) % g.page_size as u64 != 0 {
                     w.rep

@@ -12,6 +12,7 @@ use crate::format::codec::Reader;
 use crate::format::extents::ExtentMap;
 use crate::format::node::DataEnd;
 use crate::format::node::NodeType;
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, FormatOptions, LogKind, Params, NODE_HEADER};
 use crate::fs::checkpoint::CheckpointNeed;
 use crate::fs::{Clock, Config, Fs, NoClock};
@@ -368,7 +369,7 @@ impl<F: Flash> Fs<F> {
                 if b == u32::MAX {
                     continue;
                 }
-                let off = match p.geometry.kind {
+                let off = match p.geometry.flash_kind() {
                     FlashKind::Nand => off.div_ceil(ps) * ps,
                     FlashKind::Nor => off,
                 };

@@ -18,6 +18,7 @@ use alloc::vec::Vec;
 use super::record::Record;
 use crate::error::{Error, Result};
 use crate::format::node::{self, NodeType, Probe};
+use crate::format::params::NandSupport;
 use crate::format::params::{LogKind, NODE_HEADER};
 use crate::store::{BlockInfo, BlockState, Store};
 use dffs_flash::{Flash, FlashKind};
@@ -118,7 +119,7 @@ impl JournalScan {
         loop {
             // Records of this block.
             while self.pos + 2 <= bs {
-                let room = match g.kind {
+                let room = match g.flash_kind() {
                     FlashKind::Nand => g.page_size - self.pos % g.page_size,
                     FlashKind::Nor => bs - self.pos,
                 };
@@ -134,7 +135,7 @@ impl JournalScan {
                         // may leave its first bytes erased and later ones programmed.
                         // NAND: the page is in the reader's buffer, whole. NOR: the rest of
                         // this program page and the next one.
-                        let erased = match g.kind {
+                        let erased = match g.flash_kind() {
                             FlashKind::Nand => self.rd.rest_erased(base),
                             FlashKind::Nor => {
                                 let end = ((self.pos / g.page_size + 2) * g.page_size).min(bs);
@@ -144,14 +145,14 @@ impl JournalScan {
                         if !erased {
                             return self.stop_garbage();
                         }
-                        if g.kind == FlashKind::Nand && self.pos % g.page_size != 0 {
+                        if g.flash_kind() == FlashKind::Nand && self.pos % g.page_size != 0 {
                             self.pos += room;
                             continue;
                         }
                         // On paired-page NAND the journal leaves upper pages of durable lower
                         // pages unprogrammed and goes on after them.
-                        if g.kind == FlashKind::Nand
-                            && g.pairing.lower_of(self.pos / g.page_size).is_some()
+                        if g.flash_kind() == FlashKind::Nand
+                            && g.page_pairing().lower_of(self.pos / g.page_size).is_some()
                             && self.pos + g.page_size < bs
                         {
                             self.pos += g.page_size;
@@ -308,7 +309,7 @@ impl PageReader {
     }
 
     fn read<F: Flash>(&mut self, st: &mut Store<F>, pos: u64, len: u32) -> Result<&[u8]> {
-        match st.p().geometry.kind {
+        match st.p().geometry.flash_kind() {
             FlashKind::Nand => {
                 let ps = self.page_size as u64;
                 let page = pos / ps;

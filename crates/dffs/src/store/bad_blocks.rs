@@ -14,6 +14,7 @@ use super::medium::Medium;
 use super::{BlockState, Priority, Store, Wear};
 use crate::error::{Error, Result};
 use crate::format::params::LogKind;
+use crate::format::params::NandSupport;
 use dffs_flash::{Flash, FlashError, FlashKind};
 
 /// A bad block swapped out: logical block `logical` now lives on physical block `physical`
@@ -118,7 +119,7 @@ impl<F: Flash> Store<F> {
     /// (see [`HeadFaultState::recent`](super::heads::HeadFaultState)).
     fn remember_programmed(&mut self, h: usize, in_block: u64, data: &[u8], oob: &[u8]) {
         let g = self.p.geometry;
-        if g.kind != FlashKind::Nand || g.pairing == dffs_flash::PagePairing::None {
+        if g.flash_kind() != FlashKind::Nand || g.page_pairing() == dffs_flash::PagePairing::None {
             return;
         }
         let ps = g.page_size as u64;
@@ -228,7 +229,7 @@ impl<F: Flash> Store<F> {
                 Err(_) => Ok(false),
             }
         };
-        match g.kind {
+        match g.flash_kind() {
             FlashKind::Nand => {
                 let ps = g.page_size as u64;
                 let full_pages = (upto / ps) as u32;

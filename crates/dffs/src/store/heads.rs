@@ -13,6 +13,7 @@ use alloc::vec::Vec;
 use super::{BlockState, Priority, Store};
 use crate::error::{Error, Result};
 use crate::format::node::{self, NodeType, Probe};
+use crate::format::params::NandSupport;
 use crate::format::params::{LogKind, MAX_HEADS, NODE_HEADER};
 use dffs_flash::{Flash, FlashKind, PagePairing};
 
@@ -228,7 +229,7 @@ impl<F: Flash> Store<F> {
         let bs = g.block_size();
         let ps = g.page_size;
         let off = self.heads[h].off.min(bs);
-        let new_off = match g.kind {
+        let new_off = match g.flash_kind() {
             FlashKind::Nand => {
                 let mut data = vec![0u8; ps as usize];
                 let mut oob = vec![0u8; g.oob_free_len as usize];
@@ -400,7 +401,7 @@ impl<F: Flash> Store<F> {
         // Nodes that fit between offset `off` and the end of a block, keeping one page (NOR:
         // one program unit) free so that a final flush never has to open a block.
         let fits = |off: u32| -> u32 {
-            match g.kind {
+            match g.flash_kind() {
                 FlashKind::Nand => {
                     let start = off.div_ceil(g.page_size) * g.page_size;
                     let pages = (bs.saturating_sub(start) / g.page_size).saturating_sub(1);
@@ -442,7 +443,7 @@ impl<F: Flash> Store<F> {
     /// (see [`Store::program_buffered`] and the checkpoint), so every page a head starts later
     /// is checked against this.
     pub fn barrier(&mut self) {
-        if self.p.geometry.pairing == PagePairing::None {
+        if self.p.geometry.page_pairing() == PagePairing::None {
             return;
         }
         for h in 0..MAX_HEADS {
@@ -460,7 +461,7 @@ impl<F: Flash> Store<F> {
         }
         let g = self.p.geometry;
         let bs = g.block_size();
-        match g.kind {
+        match g.flash_kind() {
             FlashKind::Nand => {
                 let start = hd.off.div_ceil(g.page_size) * g.page_size;
                 bs.saturating_sub(start).saturating_sub(g.page_size)

@@ -12,6 +12,7 @@ use alloc::vec::Vec;
 
 use crate::error::{Error, Result};
 use crate::format::params::LogKind;
+use crate::format::params::NandSupport;
 use dffs_flash::{EccStatus, Flash, FlashError, FlashKind, Geometry};
 
 /// What a device operation was for: the accounting that says where the reads, programs and
@@ -227,7 +228,7 @@ impl<F: Flash> Medium<F> {
         let ps = self.g.page_size as u64;
         let page = (pos / ps) as u32;
         let off = (pos % ps) as u32;
-        if self.g.kind != FlashKind::Nand || off as u64 + buf.len() as u64 > ps {
+        if self.g.flash_kind() != FlashKind::Nand || off as u64 + buf.len() as u64 > ps {
             return self.read(pos, buf);
         }
         if let Some((p, o, bytes)) = &self.cached {
@@ -351,7 +352,7 @@ impl<F: Flash> Medium<F> {
         if pos + buf.len() as u64 > self.g.capacity() {
             return Err(Error::Corrupt);
         }
-        match self.g.kind {
+        match self.g.flash_kind() {
             FlashKind::Nor => {
                 if buf.is_empty() {
                     return Ok(EccStatus::Clean);
@@ -397,7 +398,7 @@ impl<F: Flash> Medium<F> {
         oob: &[u8],
     ) -> core::result::Result<(), FlashError> {
         let ps = self.g.page_size as u64;
-        match self.g.kind {
+        match self.g.flash_kind() {
             FlashKind::Nand => {
                 self.count_program();
                 self.cached = None;

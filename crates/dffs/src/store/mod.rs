@@ -28,6 +28,7 @@ pub use medium::{Cause, CauseCounts, OpCounts};
 
 use crate::error::{Error, Result};
 use crate::format::node::{self, NodeBuilder, NodeType, Probe};
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, LogKind, Params, ANCHOR_AREA, NODE_HEADER};
 use dffs_flash::{EccStatus, Flash, FlashError, FlashKind};
 
@@ -903,7 +904,7 @@ impl<F: Flash> Store<F> {
         if self.read_only
             || self.replaying
             || self.free_blocks() <= self.reserve_blocks()
-            || self.p.geometry.kind == FlashKind::Nand
+            || self.p.geometry.flash_kind() == FlashKind::Nand
         {
             return Ok(Vec::new());
         }
@@ -969,7 +970,7 @@ impl<F: Flash> Store<F> {
     fn written_before(&mut self, b: u32, seq: u64) -> Result<bool> {
         let g = self.p.geometry;
         let pos = b as u64 * g.block_size() as u64;
-        match g.kind {
+        match g.flash_kind() {
             FlashKind::Nand => {
                 let mut data = alloc::vec![0u8; g.page_size as usize];
                 let page = (pos / g.page_size as u64) as u32;

@@ -12,6 +12,7 @@ use super::{Phase, Store};
 use crate::error::{Error, Result};
 use crate::format::codec::crc32c;
 use crate::format::node::{self, NodeHeader, NodeType, OobTag, Probe, OOB_TAG_LEN, TAG_DATA};
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, NODE_HEADER};
 use dffs_flash::{EccStatus, Flash, FlashKind};
 
@@ -41,7 +42,7 @@ impl<F: Flash> Store<F> {
             return Ok(());
         }
         let ps = self.p.geometry.page_size as u64;
-        if self.p.geometry.kind != FlashKind::Nand || pos % ps + buf.len() as u64 > ps {
+        if self.p.geometry.flash_kind() != FlashKind::Nand || pos % ps + buf.len() as u64 > ps {
             return self.read_inner(pos, buf);
         }
         let pp = self.phys_pos(pos);
@@ -80,7 +81,7 @@ impl<F: Flash> Store<F> {
         let g = self.p.geometry;
         let ps = g.page_size as u64;
         let end = pos + buf.len() as u64;
-        if g.kind == FlashKind::Nand && pos / ps != (end.max(1) - 1) / ps {
+        if g.flash_kind() == FlashKind::Nand && pos / ps != (end.max(1) - 1) / ps {
             // A node that runs from a programmed page into a buffered one (a compressed data
             // node): read page by page so each part comes from where it is.
             let bsz = g.block_size() as u64;
@@ -201,7 +202,7 @@ impl<F: Flash> Store<F> {
         if max_len < NODE_HEADER {
             return Err(Error::Corrupt);
         }
-        let first = match g.kind {
+        let first = match g.flash_kind() {
             // One operation for the whole node (nodes never cross NAND pages unless they are
             // larger than a page).
             FlashKind::Nand => {

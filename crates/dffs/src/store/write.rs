@@ -17,6 +17,7 @@ use crate::format::codec::crc32c;
 use crate::format::node::{
     self, DataEnd, NodeBuilder, OobTag, Probe, OOB_TAG_LEN, TAG_DATA, TAG_FIRST,
 };
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, LogKind};
 use dffs_flash::{Flash, FlashKind, PagePairing};
 
@@ -67,18 +68,21 @@ impl<F: Flash> Store<F> {
             if off + len > g.block_size() {
                 return None;
             }
-            if g.kind == FlashKind::Nor {
+            if g.flash_kind() == FlashKind::Nor {
                 return Some(off);
             }
             if !span && off % ps + len > ps {
                 off = (off / ps + 1) * ps;
                 continue;
             }
-            if g.pairing != PagePairing::None {
+            if g.page_pairing() != PagePairing::None {
                 let first_new = off.div_ceil(ps);
                 let last = (off + len.max(1) - 1) / ps;
-                let upper = (first_new..=last)
-                    .find(|&pg| g.pairing.lower_of(pg).is_some_and(|l| l < hd.protected));
+                let upper = (first_new..=last).find(|&pg| {
+                    g.page_pairing()
+                        .lower_of(pg)
+                        .is_some_and(|l| l < hd.protected)
+                });
                 if let Some(u) = upper {
                     off = (u + 1) * ps;
                     continue;
@@ -177,7 +181,7 @@ impl<F: Flash> Store<F> {
     fn unprogrammed_last_at(&self, kind: LogKind, a: Addr) -> Option<(usize, usize)> {
         let g = self.p.geometry;
         let head = &self.heads[self.head_index(kind)];
-        if g.kind != FlashKind::Nand || head.buf.is_empty() || a.is_none() {
+        if g.flash_kind() != FlashKind::Nand || head.buf.is_empty() || a.is_none() {
             return None;
         }
         let byte = self.p.byte_of(a);
@@ -249,7 +253,7 @@ impl<F: Flash> Store<F> {
         let h = self.head_index(kind);
         let len = self.p.align(nb.w.len() as u32);
         let g = self.p.geometry;
-        if g.kind == FlashKind::Nand && len > g.page_size {
+        if g.flash_kind() == FlashKind::Nand && len > g.page_size {
             return Err(Error::Invalid);
         }
         self.make_room(h, kind, prio, len, false)?;
@@ -268,7 +272,7 @@ impl<F: Flash> Store<F> {
         prio: Priority,
     ) -> Result<Addr> {
         let g = self.p.geometry;
-        if g.kind == FlashKind::Nor || !kind.is_data() {
+        if g.flash_kind() == FlashKind::Nor || !kind.is_data() {
             let len = self.p.align(nb.w.len() as u32);
             let a = self.write_node(kind, nb, prio)?;
             self.kill(a, len);
@@ -325,7 +329,7 @@ impl<F: Flash> Store<F> {
         let head_block = self.heads[h].block;
         let off = self.heads[h].off;
         let a = self.p.addr_of(head_block as u64 * bs + off as u64);
-        match g.kind {
+        match g.flash_kind() {
             FlashKind::Nor => {
                 let pos = self.phys_pos(head_block as u64 * bs + off as u64);
                 self.program_with_recovery(h, pos, &bytes, &[])?;
@@ -354,7 +358,7 @@ impl<F: Flash> Store<F> {
     /// the page, and moves the head to the next page.
     fn finish_page(&mut self, h: usize) -> Result<()> {
         let g = self.p.geometry;
-        if g.kind == FlashKind::Nor || self.heads[h].buf.is_empty() {
+        if g.flash_kind() == FlashKind::Nor || self.heads[h].buf.is_empty() {
             return Ok(());
         }
         let fill = self.heads[h].off - self.heads[h].buf_page;
@@ -375,7 +379,7 @@ impl<F: Flash> Store<F> {
     /// durable before the data it points at.
     fn program_buffered(&mut self, h: usize, end: u32) -> Result<()> {
         let journal = h == self.head_index(LogKind::Journal);
-        let paired = self.p.geometry.pairing != PagePairing::None;
+        let paired = self.p.geometry.page_pairing() != PagePairing::None;
         if journal {
             // On paired-page NAND a journal program is a barrier (see `Store::barrier`): no
             // other head may hold a started page then. Elsewhere only the data heads matter.
@@ -424,7 +428,10 @@ impl<F: Flash> Store<F> {
     }
     pub(super) fn flush_head(&mut self, h: usize) -> Result<()> {
         let g = self.p.geometry;
-        if g.kind == FlashKind::Nor || !self.heads[h].is_open() || self.heads[h].buf.is_empty() {
+        if g.flash_kind() == FlashKind::Nor
+            || !self.heads[h].is_open()
+            || self.heads[h].buf.is_empty()
+        {
             return Ok(());
         }
         let fill = self.heads[h].off - self.heads[h].buf_page;
@@ -437,7 +444,7 @@ impl<F: Flash> Store<F> {
         // A page that holds durable data is never programmed again: a program cut by power
         // loss can disturb the whole page, not only the bytes it was writing. The rest of the
         // page stays unused.
-        if g.kind == FlashKind::Nand || end >= g.page_size {
+        if g.flash_kind() == FlashKind::Nand || end >= g.page_size {
             hd.off = hd.buf_page + g.page_size;
             hd.buf = Vec::new();
             if hd.off >= g.block_size() {
@@ -548,7 +555,7 @@ impl<F: Flash> Store<F> {
         let g = self.p.geometry;
         let h = self.head_index(LogKind::Journal);
         let hd = &self.heads[h];
-        g.kind == FlashKind::Nand
+        g.flash_kind() == FlashKind::Nand
             && hd.unprogrammed()
             && hd.off % g.page_size != 0
             && self.placement(h, self.p.align(len), false) == Some(hd.off)
@@ -591,7 +598,7 @@ impl<F: Flash> Store<F> {
         }
         self.program_first()?;
         let g = self.p.geometry;
-        debug_assert_eq!(g.kind, FlashKind::Nand);
+        debug_assert_eq!(g.flash_kind(), FlashKind::Nand);
         if data.len() != g.page_size as usize {
             return Err(Error::Invalid);
         }
@@ -666,7 +673,7 @@ impl<F: Flash> Store<F> {
     pub fn data_slots_room(&self, kind: LogKind) -> u32 {
         let h = self.head_index(kind);
         let g = self.p.geometry;
-        if g.kind != FlashKind::Nor || !self.heads[h].is_open() {
+        if g.flash_kind() != FlashKind::Nor || !self.heads[h].is_open() {
             return 0;
         }
         let room = g.block_size().saturating_sub(self.heads[h].off);
@@ -689,7 +696,7 @@ impl<F: Flash> Store<F> {
         }
         self.program_first()?;
         let g = self.p.geometry;
-        if g.kind != FlashKind::Nor {
+        if g.flash_kind() != FlashKind::Nor {
             return Err(Error::Invalid);
         }
         let h = self.head_index(kind);

@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::compress::{self, DATAZ_HEADER};
 use crate::format::node::{self, NodeBuilder, NodeType, OobTag, Probe};
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
 use crate::fs::Fs;
 use crate::store::{Priority, DATA_HEADER};
@@ -46,7 +47,7 @@ impl<F: Flash> Fs<F> {
         }
         let p = self.store.p();
         let g = p.geometry;
-        match g.kind {
+        match g.flash_kind() {
             FlashKind::Nand => {
                 if !p.addr_valid(a) || p.byte_of(a) % g.page_size as u64 != 0 {
                     return Err(Error::Corrupt);

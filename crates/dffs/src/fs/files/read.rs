@@ -6,6 +6,7 @@
 use crate::error::{Error, Result};
 use crate::format::attrs::Ino;
 use crate::format::node::{self};
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, Params, DATA_CRC_LEN};
 use crate::fs::files::handles::Fh;
 use crate::fs::Fs;
@@ -142,7 +143,7 @@ impl<F: Flash> Fs<F> {
         blocks: usize,
     ) -> Result<Option<(Addr, usize)>> {
         let p = self.store.p();
-        if p.geometry.kind != FlashKind::Nor
+        if p.geometry.flash_kind() != FlashKind::Nor
             || node.content.inline.is_some()
             || self.open.has_overlay(ino)
             || blocks > p.index_fanout() as usize / 2
@@ -235,7 +236,7 @@ impl<F: Flash> Fs<F> {
             }
             Src::At(a) => a,
         };
-        if p.geometry.kind == FlashKind::Nand || first.is_packed() {
+        if p.geometry.flash_kind() == FlashKind::Nand || first.is_packed() {
             self.read_data(first, ino, b, &mut dst[..bs])?;
             return Ok(None);
         }

@@ -9,6 +9,7 @@ use crate::format::attrs::Ino;
 use crate::format::compress::{self, DATAZ_HEADER};
 use crate::format::extents::ExtentMap;
 use crate::format::node::DataEnd;
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, LogKind};
 use crate::fs::files::handles::Fh;
 use crate::fs::files::read::Src;
@@ -324,7 +325,7 @@ impl<F: Flash> Fs<F> {
             raw
         };
         let mut by_tags = false;
-        match p.geometry.kind {
+        match p.geometry.flash_kind() {
             FlashKind::Nand => {
                 let run =
                     run.filter(|r| packed.is_empty() && dirty.first().map(|d| d.0) == Some(r.0));

@@ -7,6 +7,7 @@
 use crate::error::{Error, Result};
 use crate::format::codec::{crc32c, Reader};
 use crate::format::node::{self, NodeType, Probe, OOB_TAG_LEN, TAG_DATA};
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, NODE_HEADER};
 use crate::fs::checkpoint::{CheckpointDone, CheckpointNeed};
 use crate::fs::gc::data::data_node_span;
@@ -121,7 +122,7 @@ impl<F: Flash> Fs<F> {
     fn index_batch_max(&self) -> usize {
         let p = self.store.p();
         let n = (p.geometry.block_size() / 4 / p.align(p.index_node)) as usize;
-        if p.geometry.kind != FlashKind::Nor
+        if p.geometry.flash_kind() != FlashKind::Nor
             || n < 4
             || self.store.free_blocks() <= self.store.log_floor() + 4
         {
@@ -190,7 +191,10 @@ impl<F: Flash> Fs<F> {
         // that deletes files are like this: reading their pages to learn it was 47% of the
         // page reads of Postmark on a `--sync` mount. (NOR reads cost little next to its
         // erases, and its collection's pace is set by the nodes it walks: it reads.)
-        if g.kind == FlashKind::Nand && self.gc.pos == 0 && self.store.block(victim).live == 0 {
+        if g.flash_kind() == FlashKind::Nand
+            && self.gc.pos == 0
+            && self.store.block(victim).live == 0
+        {
             self.end_victim(victim)?;
             return Ok(1);
         }
@@ -231,7 +235,7 @@ impl<F: Flash> Fs<F> {
                 self.end_victim(victim)?;
                 break;
             }
-            let ended = match g.kind {
+            let ended = match g.flash_kind() {
                 FlashKind::Nand => self.gc_nand_page(victim, self.gc.pos / g.page_size),
                 FlashKind::Nor => self.gc_nor_chunk(victim),
             };
@@ -246,7 +250,7 @@ impl<F: Flash> Fs<F> {
                 Err(e) => return Err(e),
             };
             pages += 1;
-            if g.kind == FlashKind::Nand {
+            if g.flash_kind() == FlashKind::Nand {
                 self.gc.pos += g.page_size;
             }
             if ended {

@@ -9,6 +9,7 @@ use crate::format::attrs::Ino;
 use crate::format::codec::Reader;
 use crate::format::compress;
 use crate::format::node::{self};
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, LogKind, DATA_CRC_LEN, NODE_HEADER};
 use crate::fs::Fs;
 use crate::store::Priority;
@@ -224,7 +225,7 @@ impl<F: Flash> Fs<F> {
                     for k in 0..n {
                         let blk = &raw[k * bs..(k + 1) * bs];
                         let b = first + k as u32;
-                        let na = match p.geometry.kind {
+                        let na = match p.geometry.flash_kind() {
                             FlashKind::Nand => self.store.write_data_page(
                                 LogKind::DataCold,
                                 h.ino,

@@ -21,6 +21,7 @@ use crate::format::attrs::Ino;
 use crate::format::codec::Reader;
 use crate::format::extents::ExtentMap;
 use crate::format::node::{NodeBuilder, NodeType};
+use crate::format::params::NandSupport;
 use crate::format::params::{Addr, LogKind, Params, MAX_DEPTH, NODE_HEADER};
 use crate::index::lru::Lru;
 use crate::store::{Priority, Store};
@@ -260,7 +261,7 @@ impl<'a, F: Flash> IndexTree<'a, F> {
     ) -> Result<Option<Vec<Addr>>> {
         let p = self.st.p();
         let f = self.fanout();
-        if p.geometry.kind != dffs_flash::FlashKind::Nor
+        if p.geometry.flash_kind() != dffs_flash::FlashKind::Nor
             || c.depth == 0
             || c.trunc.is_some_and(|t| b >= t)
             || b as u64 >= span(f, c.depth)
