@@ -485,6 +485,7 @@ impl<F: Flash> Fs<F> {
             }
         }
         self.mount.journal_garbage = scan.ended_on_garbage();
+        let records = scan.returned();
         // Blocks erased since the checkpoint that replay enters nothing of: the journal block
         // the last link set aside, and the user-data head's blocks named by records (each
         // was erased when it was taken, if the checkpoint's table calls it free).
@@ -515,7 +516,7 @@ impl<F: Flash> Fs<F> {
         // Pass 2: apply.
         self.mount.replaying = true;
         self.store.set_replaying(true);
-        let res = self.replay_committed(start, &committed, &tags.commits);
+        let res = self.replay_committed(start, records, &committed, &tags.commits);
         self.mount.replaying = false;
         self.store.set_replaying(false);
         res?;
@@ -555,15 +556,18 @@ impl<F: Flash> Fs<F> {
     }
 
     /// Applies every record of the journal whose transaction committed (`tid` 0 or listed),
-    /// and the commits found in data page tags, in sequence-number order.
+    /// and the commits found in data page tags, in sequence-number order: the `records` the
+    /// first pass read, no more and no fewer.
     fn replay_committed(
         &mut self,
         start: ScanStart,
+        records: u64,
         committed: &[Tid],
         tags: &[TagCommit],
     ) -> Result<()> {
         let mut next_tag = 0;
         let mut scan = JournalScan::new(&mut self.store, start)?;
+        scan.bound_to(records);
         while let Some(rec) = scan.next(&mut self.store)? {
             let seq = scan.last_seq();
             while let Some(c) = tags.get(next_tag).filter(|c| c.seq < seq) {
