@@ -159,7 +159,9 @@ impl Config {
         // page per item either way.)
         let n = self.shares_on(p);
         let content = if n > 1 { self.max_dirty / 2 * page } else { 0 };
-        let inodes = (self.inode_cache + self.max_dirty / 2 * n) * (160 + 64) + content;
+        // (A cached inode holds up to `direct_ptrs` block addresses: 64 on NAND.)
+        let ptrs = 4 * p.direct_ptrs as usize;
+        let inodes = (self.inode_cache + self.max_dirty / 2 * n) * (160 + ptrs) + content;
         let data = self.data_cache * (p.data_block as usize + 48);
         let open = self.max_open * (64 + 12 * 8);
         let fixed = 2048;
