@@ -495,6 +495,20 @@ fn a_spilled_update_makes_room_before_it_folds() {
     assert!(r.is_ok(), "{r:?}");
 }
 
+/// A torn last journal page read differently by replay's two passes (DESIGN.md §15 item 22):
+/// the first pass read a transaction's commit in it, the second read the page uncorrectable
+/// and stopped before it, the recovery erased the commit's data block for the journal, and the
+/// mount after the next cut read the page clean and pointed `/log/current` into the journal
+/// (`EIO` at cut 22). `dffs torture --preset nand-slc-128m --blocks 32 --workload log --chain
+/// 30 --seed 3004`; fails without `JournalScan::bound_to`.
+#[test]
+fn replay_reads_one_journal_when_its_torn_last_page_reads_differently() {
+    let opts = options("nand-slc-128m", 32, Workload::Log, 100, 3004);
+    let r = dffs_torture::run_chain(&opts, 30, &mut |_, _| {});
+    assert!(r.failure.is_none(), "{r:?}");
+    assert!(r.cuts >= 30 && r.recoveries > 0, "{r:?}");
+}
+
 /// A chained-cut case: preset, erase size, blocks, workload, cuts, seed.
 type ChainCase<'a> = (&'a str, Option<u32>, u32, Workload, u64, u64);
 
