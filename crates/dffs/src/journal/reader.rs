@@ -41,12 +41,7 @@ pub(crate) struct ScanStart {
 
 /// A walk over the journal's records.
 pub(crate) struct JournalScan {
-    block: u32,
-    pos: u32,
-    next: u32,
-    last_seq: u64,
-    chain_len: u32,
-    first_in_block: bool,
+    at: Cursor,
     /// Ended on bytes that were programmed but are not a valid record (a cut program).
     garbage: bool,
     done: bool,
@@ -56,6 +51,17 @@ pub(crate) struct JournalScan {
     /// Replay's second pass: the records the first pass read, which this scan must return
     /// too and never more (see [`JournalScan::bound_to`]).
     bound: Option<u64>,
+}
+
+/// Where a journal scan is: what a read again from the same record starts from.
+#[derive(Clone, Copy)]
+struct Cursor {
+    block: u32,
+    pos: u32,
+    next: u32,
+    last_seq: u64,
+    chain_len: u32,
+    first_in_block: bool,
 }
 
 /// Times replay's second pass reads the journal again where it ended before the first pass
@@ -71,12 +77,14 @@ impl JournalScan {
         let g = st.p().geometry;
         let bs = g.block_size();
         let mut s = JournalScan {
-            block: start.block,
-            pos: start.off,
-            next: start.next,
-            last_seq: start.next_seq.saturating_sub(1),
-            chain_len: 0,
-            first_in_block: start.off == 0,
+            at: Cursor {
+                block: start.block,
+                pos: start.off,
+                next: start.next,
+                last_seq: start.next_seq.saturating_sub(1),
+                chain_len: 0,
+                first_in_block: start.off == 0,
+            },
             garbage: false,
             done: false,
             rd: PageReader::new(g.page_size),
@@ -87,12 +95,12 @@ impl JournalScan {
             // After a clean checkpoint the next session's marker is one page later, and the
             // page at the recorded position stays unused: anything there is a cut program.
             let ps = g.page_size;
-            let skip = ((s.pos.div_ceil(ps) + 1) * ps).min(bs);
-            if !erased_between(st, s.block, s.pos, skip)? {
+            let skip = ((s.at.pos.div_ceil(ps) + 1) * ps).min(bs);
+            if !erased_between(st, s.at.block, s.at.pos, skip)? {
                 s.garbage = true;
             }
-            s.pos = skip;
-            s.first_in_block = false;
+            s.at.pos = skip;
+            s.at.first_in_block = false;
         }
         Ok(s)
     }
@@ -115,7 +123,7 @@ impl JournalScan {
 
     /// The sequence number of the last record returned (or the checkpoint's last).
     pub fn last_seq(&self) -> u64 {
-        self.last_seq
+        self.at.last_seq
     }
 
     /// Whether the scan ended on programmed bytes that are not a valid record.
@@ -126,7 +134,7 @@ impl JournalScan {
     /// The block the last link read names as the journal's next, set aside (and erased)
     /// before that link was written; `u32::MAX` for none.
     pub fn named_next(&self) -> u32 {
-        self.next
+        self.at.next
     }
 
     /// Ends the scan on a cut program.
@@ -148,28 +156,14 @@ impl JournalScan {
             self.done = true;
             return Ok(None);
         }
-        let at = (
-            self.block,
-            self.pos,
-            self.next,
-            self.last_seq,
-            self.chain_len,
-            self.first_in_block,
-        );
+        let at = self.at;
         for _ in 0..=REREADS {
             if let Some(rec) = self.next_record(st)? {
                 self.returned += 1;
                 return Ok(Some(rec));
             }
             // Read it again from the device (not from the page this attempt kept).
-            (
-                self.block,
-                self.pos,
-                self.next,
-                self.last_seq,
-                self.chain_len,
-                self.first_in_block,
-            ) = at;
+            self.at = at;
             self.garbage = false;
             self.done = false;
             self.rd = PageReader::new(self.rd.page_size);
@@ -187,12 +181,12 @@ impl JournalScan {
         let unit = p.unit();
         loop {
             // Records of this block.
-            while self.pos + 2 <= bs {
+            while self.at.pos + 2 <= bs {
                 let room = match g.flash_kind() {
-                    FlashKind::Nand => g.page_size - self.pos % g.page_size,
-                    FlashKind::Nor => bs - self.pos,
+                    FlashKind::Nand => g.page_size - self.at.pos % g.page_size,
+                    FlashKind::Nor => bs - self.at.pos,
                 };
-                let base = self.block as u64 * bs as u64 + self.pos as u64;
+                let base = self.at.block as u64 * bs as u64 + self.at.pos as u64;
                 let head = match self.rd.read(st, base, room.min(NODE_HEADER)) {
                     Ok(h) => h,
                     Err(Error::Io) | Err(Error::Corrupt) => return self.stop_garbage(),
@@ -207,30 +201,32 @@ impl JournalScan {
                         let erased = match g.flash_kind() {
                             FlashKind::Nand => self.rd.rest_erased(base),
                             FlashKind::Nor => {
-                                let end = ((self.pos / g.page_size + 2) * g.page_size).min(bs);
-                                erased_between(st, self.block, self.pos, end)?
+                                let end = ((self.at.pos / g.page_size + 2) * g.page_size).min(bs);
+                                erased_between(st, self.at.block, self.at.pos, end)?
                             }
                         };
                         if !erased {
                             return self.stop_garbage();
                         }
-                        if g.flash_kind() == FlashKind::Nand && self.pos % g.page_size != 0 {
-                            self.pos += room;
+                        if g.flash_kind() == FlashKind::Nand && self.at.pos % g.page_size != 0 {
+                            self.at.pos += room;
                             continue;
                         }
                         // On paired-page NAND the journal leaves upper pages of durable lower
                         // pages unprogrammed and goes on after them.
                         if g.flash_kind() == FlashKind::Nand
-                            && g.page_pairing().lower_of(self.pos / g.page_size).is_some()
-                            && self.pos + g.page_size < bs
+                            && g.page_pairing()
+                                .lower_of(self.at.pos / g.page_size)
+                                .is_some()
+                            && self.at.pos + g.page_size < bs
                         {
-                            self.pos += g.page_size;
+                            self.at.pos += g.page_size;
                             continue;
                         }
                         break;
                     }
                     Probe::Padding => {
-                        self.pos += unit;
+                        self.at.pos += unit;
                         continue;
                     }
                     Probe::Garbage => return self.stop_garbage(),
@@ -243,20 +239,20 @@ impl JournalScan {
                         let Ok(body) = node::verify(bytes, &h) else {
                             return self.stop_garbage();
                         };
-                        if !h.typ.is_journal() || h.seq <= self.last_seq {
+                        if !h.typ.is_journal() || h.seq <= self.at.last_seq {
                             return self.stop_garbage();
                         }
                         let Ok(rec) = Record::decode(&h, body) else {
                             return self.stop_garbage();
                         };
-                        self.last_seq = h.seq;
-                        self.pos += p.align(h.len);
+                        self.at.last_seq = h.seq;
+                        self.at.pos += p.align(h.len);
                         if let Record::Link { next, .. } = rec {
-                            if self.first_in_block {
-                                self.next = next;
+                            if self.at.first_in_block {
+                                self.at.next = next;
                             }
                         }
-                        self.first_in_block = false;
+                        self.at.first_in_block = false;
                         return Ok(Some(rec));
                     }
                 }
@@ -276,10 +272,10 @@ impl JournalScan {
         let p = st.p();
         let g = p.geometry;
         let bs = g.block_size();
-        if self.next >= g.blocks || self.chain_len > g.blocks {
+        if self.at.next >= g.blocks || self.at.chain_len > g.blocks {
             return Ok(false);
         }
-        let base = self.next as u64 * bs as u64;
+        let base = self.at.next as u64 * bs as u64;
         let head = match self.rd.read(st, base, NODE_HEADER) {
             Ok(h) => h,
             Err(Error::Io) | Err(Error::Corrupt) => return Ok(false),
@@ -294,7 +290,7 @@ impl JournalScan {
                 return Ok(false);
             }
         };
-        if h.typ != NodeType::JLink || h.seq <= self.last_seq {
+        if h.typ != NodeType::JLink || h.seq <= self.at.last_seq {
             return Ok(false);
         }
         let bytes = match self.rd.read(st, base, h.len) {
@@ -307,20 +303,20 @@ impl JournalScan {
             return Ok(false);
         };
         match Record::decode(&h, body) {
-            Ok(Record::Link { prev, next }) if prev == self.block => {
+            Ok(Record::Link { prev, next }) if prev == self.at.block => {
                 // The chain block holds records the state depends on: keep it from the
                 // allocator until the next checkpoint.
-                st.count_replayed_erase(self.next);
+                st.count_replayed_erase(self.at.next);
                 st.set_block(
-                    self.next,
+                    self.at.next,
                     BlockInfo::new(BlockState::Used, LogKind::Journal, 0),
                 );
-                self.block = self.next;
-                self.next = next;
-                self.pos = p.align(h.len);
-                self.last_seq = h.seq;
-                self.chain_len += 1;
-                self.first_in_block = false;
+                self.at.block = self.at.next;
+                self.at.next = next;
+                self.at.pos = p.align(h.len);
+                self.at.last_seq = h.seq;
+                self.at.chain_len += 1;
+                self.at.first_in_block = false;
                 Ok(true)
             }
             _ => Ok(false),
