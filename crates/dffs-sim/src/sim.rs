@@ -440,6 +440,13 @@ impl SimFlash {
         self.injected.get(&page).map_or(0, Vec::len)
     }
 
+    /// Takes back the bit flips injected into `page`: a weak page that reads right again, as
+    /// a page a power cut left half programmed may read uncorrectable at one mount and clean
+    /// at the next (tests of what one mount decides binding the mounts after it).
+    pub fn clear_injected(&mut self, page: u32) {
+        self.injected.remove(&page);
+    }
+
     /// NAND: makes the ECC codeword of `page` that holds data byte `byte` uncorrectable (one
     /// more flipped bit than the ECC strength, until the block is erased): a read of the page
     /// that covers that byte fails, one that stays in other codewords reads right. (The end

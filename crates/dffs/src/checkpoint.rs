@@ -39,6 +39,13 @@ pub const CP_HOME: u16 = 4;
 /// (`Params::bt_dir_nodes`); the page count is followed by the directory nodes' addresses.
 pub const CP_BT_DIRS: u16 = 8;
 
+/// Checkpoint flag: replay reads at most [`Checkpoint::journal_records`] records of the
+/// journal after this checkpoint (FORMAT §6, §12). Set on a restamp written by a recovery whose
+/// scan ended on a page a power cut tore: the recovery may erase blocks that records beyond its
+/// reading name, so no later mount may read further (DESIGN §15 item 22). The delta count is
+/// then always present, and the bound is the record's last field.
+pub const CP_JOURNAL_BOUND: u16 = 16;
+
 /// No block (an absent home pair).
 pub const NO_BLOCK: u32 = u32::MAX;
 
@@ -49,8 +56,9 @@ pub use crate::format::params::ANCHOR_AREA;
 pub struct Checkpoint {
     /// Format parameters.
     pub params: Params,
-    /// [`CP_CLEAN`], [`CP_ANCHOR_UNCOUNTED`], [`CP_HOME`] (set by `encode` from `home`) and
-    /// reserved bits.
+    /// [`CP_CLEAN`], [`CP_ANCHOR_UNCOUNTED`], [`CP_HOME`] (set by `encode` from `home`),
+    /// [`CP_BT_DIRS`] and [`CP_JOURNAL_BOUND`] (likewise from `bt_dirs` and
+    /// `journal_records`) and reserved bits.
     pub flags: u16,
     /// Checkpoint counter.
     pub cp_number: u64,
@@ -95,6 +103,9 @@ pub struct Checkpoint {
     pub bt_deltas: Vec<Addr>,
     /// The home pair ([`Home`]; [`NO_BLOCK`] twice while the anchors lie in the anchor area).
     pub home: [u32; 2],
+    /// The records of the journal replay may read after this checkpoint, at most
+    /// ([`CP_JOURNAL_BOUND`]; `None`: up to the journal's end).
+    pub journal_records: Option<u32>,
 }
 
 impl Checkpoint {
@@ -114,6 +125,10 @@ impl Checkpoint {
             flags | CP_BT_DIRS
         } else {
             flags & !CP_BT_DIRS
+        };
+        let flags = match self.journal_records {
+            Some(_) => flags | CP_JOURNAL_BOUND,
+            None => flags & !CP_JOURNAL_BOUND,
         };
         w.u16(flags).u16(0);
         w.u64(self.cp_number).u64(self.next_seq).u64(self.next_tid);
@@ -150,7 +165,7 @@ impl Checkpoint {
         }
         // Only a checkpoint that names delta nodes carries their list (tables under 4 pages
         // never do, and their records stay as small as before).
-        if !self.bt_deltas.is_empty() || home {
+        if !self.bt_deltas.is_empty() || home || self.journal_records.is_some() {
             w.u32(self.bt_deltas.len() as u32);
         }
         for a in &self.bt_deltas {
@@ -158,6 +173,9 @@ impl Checkpoint {
         }
         if home {
             w.u32(self.home[0]).u32(self.home[1]);
+        }
+        if let Some(n) = self.journal_records {
+            w.u32(n);
         }
         nb
     }
@@ -240,7 +258,7 @@ impl Checkpoint {
             orphans.push((r.u32()?, Addr(r.u32()?)));
         }
         // (Absent: no delta nodes.)
-        let n = if r.remaining() >= 4 || flags & CP_HOME != 0 {
+        let n = if r.remaining() >= 4 || flags & (CP_HOME | CP_JOURNAL_BOUND) != 0 {
             r.u32()?
         } else {
             0
@@ -260,6 +278,11 @@ impl Checkpoint {
             [r.u32()?, r.u32()?]
         } else {
             [NO_BLOCK; 2]
+        };
+        let journal_records = if flags & CP_JOURNAL_BOUND != 0 {
+            Some(r.u32()?)
+        } else {
+            None
         };
         let per = params.bt_entries();
         let map_ok = (map_root.is_none() && map_depth == 0)
@@ -306,6 +329,7 @@ impl Checkpoint {
             orphans,
             bt_deltas,
             home,
+            journal_records,
         })
     }
 }
@@ -1263,6 +1287,45 @@ mod tests {
         let back = Checkpoint::decode(&body(&listed)).unwrap();
         assert_eq!(back.bt_pages.len(), pages);
         assert!(back.bt_dirs.is_empty());
+    }
+
+    /// A journal bound is carried as the record's last field, after the delta count (always
+    /// present then) and the home pair, and survives the round trip with and without a home;
+    /// a checkpoint without the flag decodes with no bound, and one cut short of its bound
+    /// does not decode.
+    #[test]
+    fn a_journal_bound_round_trips_as_the_last_field() {
+        let mut st = formatted_nor();
+        let (cp, _, _, _) = find_newest(&mut st).unwrap();
+        assert_eq!(cp.journal_records, None);
+        let body = |cp: &Checkpoint| {
+            let nb = cp.encode();
+            nb.w.buf[crate::format::params::NODE_HEADER as usize..].to_vec()
+        };
+        let plain = body(&cp);
+        // (A table of one page has no delta nodes: the count written is 0.)
+        assert_eq!(cp.params.bt_delta_nodes(), 0);
+        for home in [false, true] {
+            let mut bound = (*cp).clone();
+            bound.journal_records = Some(0x0102_0304);
+            if home {
+                bound.home = [2, 3];
+            }
+            let bytes = body(&bound);
+            // (Decoding keeps the flags as read: `encode` sets them from the fields.)
+            bound.flags |= CP_JOURNAL_BOUND | if home { CP_HOME } else { 0 };
+            assert_eq!(Checkpoint::decode(&bytes).unwrap(), bound, "home {home}");
+            assert_eq!(&bytes[bytes.len() - 4..], &0x0102_0304u32.to_le_bytes());
+            assert_eq!(
+                Checkpoint::decode(&bytes[..bytes.len() - 4]),
+                Err(Error::Corrupt),
+                "home {home}"
+            );
+        }
+        // Without deltas, home or bound, the delta count is left out as before.
+        let mut bound = (*cp).clone();
+        bound.journal_records = Some(7);
+        assert_eq!(body(&bound).len(), plain.len() + 8);
     }
 
     /// A checkpoint's second copy is programmed only once the first is whole: a choice whose

@@ -600,3 +600,116 @@ fn worst_mount_after_synced_writes() {
         }
     }
 }
+
+/// DESIGN §15 item 22: the last journal page a power cut tore can read uncorrectable at one
+/// mount and clean at the next. A recovery that read it short (here: a transaction's commit
+/// lost with it) takes the transaction's blocks as free and may erase them for its own
+/// checkpoint; if power goes before that checkpoint is whole, a mount that reads the page in
+/// full must not replay the commit into blocks that now hold something else. The recovery
+/// writes where it ended the journal into its choice of checkpoint before it erases anything,
+/// and the mounts after it read no further. Cut at every program and erase of the recovery's
+/// first write, the page read in full after each cut: the transaction is either all there
+/// (read back equal) or not at all, and fsck is clean.
+#[test]
+fn a_recovery_that_read_the_journal_short_binds_the_mounts_after_it() {
+    use dffs::OpenFlags;
+    let p = preset("nand-slc-128m").unwrap().with_blocks(32).unwrap();
+    let dev = Fs::format(SimFlash::new(p).unwrap(), &FormatOptions::default()).unwrap();
+    let cfg = Config::default();
+    let mut fs = Fs::mount(dev, cfg).unwrap();
+    let pattern = |seed: u32, n: usize| -> Vec<u8> {
+        (0..n as u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761).rotate_left(seed) >> 13) as u8)
+            .collect()
+    };
+    // Fill most of the device, so that the recovery has few free blocks to choose from and
+    // the transaction's blocks are among them.
+    let bs = fs.params().geometry.block_size() as u64;
+    let free = fs.statfs().unwrap().blocks_free * fs.statfs().unwrap().block_size as u64;
+    let fill = pattern(3, (free - 8 * bs) as usize);
+    put_synced(&mut fs, b"a", &fill);
+    fs.checkpoint().unwrap();
+    let txn = pattern(5, 3 * bs as usize);
+    fs.begin_transaction().unwrap();
+    let b = fs.create(ROOT_INO, b"b", 0o644, 0, 0).unwrap().ino;
+    let fh = fs.open(b, OpenFlags::RW).unwrap();
+    assert_eq!(fs.write(fh, 0, &txn).unwrap(), txn.len());
+    fs.close(fh).unwrap();
+    let pages = fs.params().geometry.total_pages();
+    let counts =
+        |d: &SimFlash| -> Vec<u32> { (0..pages).map(|q| d.program_count(q).unwrap()).collect() };
+    let before = counts(fs.flash());
+    fs.commit_transaction().unwrap();
+    // Power goes with the transaction committed.
+    let dev = fs.into_flash();
+    let after = counts(&dev);
+    let read_all = |fs: &mut Fs<SimFlash>, name: &[u8], len: usize| -> dffs::Result<Vec<u8>> {
+        let ino = fs.lookup(ROOT_INO, name)?.ino;
+        let fh = fs.open(ino, OpenFlags::READ)?;
+        let mut buf = vec![0u8; len + 1];
+        let mut at = 0;
+        while at < buf.len() {
+            match fs.read(fh, at as u64, &mut buf[at..])? {
+                0 => break,
+                n => at += n,
+            }
+        }
+        fs.close(fh)?;
+        buf.truncate(at);
+        Ok(buf)
+    };
+    // The page whose loss loses the commit: one the commit programmed.
+    let commit_page = (0..pages)
+        .filter(|&q| after[q as usize] != before[q as usize])
+        .find(|&q| {
+            let mut d = dev.clone();
+            d.inject_uncorrectable(q).unwrap();
+            let mut fs = Fs::mount(d, cfg).unwrap();
+            fs.lookup(ROOT_INO, b"b").is_err()
+        })
+        .expect("no page the commit wrote holds it");
+    let mut cuts = 0;
+    for n in 1.. {
+        // The first mount reads the commit's page uncorrectable: the transaction is lost.
+        // Cut at the n-th program or erase from the mount on (the mount writes the bound).
+        let mut d = dev.clone();
+        d.inject_uncorrectable(commit_page).unwrap();
+        d.cut_power_after(n);
+        let mut d = match Fs::mount_with_clock(d, cfg, Box::new(dffs::NoClock)) {
+            Ok(mut fs) => {
+                assert!(fs.lookup(ROOT_INO, b"b").is_err());
+                let fits = fs
+                    .create(ROOT_INO, b"c", 0o644, 0, 0)
+                    .and_then(|_| fs.sync());
+                if fits.is_ok() {
+                    break;
+                }
+                fs.into_flash()
+            }
+            Err((e, d)) => {
+                assert!(!d.is_powered(), "cut {n}: first mount: {e:?}");
+                d
+            }
+        };
+        cuts += 1;
+        // The next mount reads the page clean.
+        d.power_up();
+        d.clear_injected(commit_page);
+        let mut fs = Fs::mount(d, cfg).unwrap_or_else(|e| panic!("cut {n}: mount: {e:?}"));
+        assert!(
+            read_all(&mut fs, b"a", fill.len()) == Ok(fill.clone()),
+            "cut {n}: /a"
+        );
+        if fs.lookup(ROOT_INO, b"b").is_ok() {
+            let got = read_all(&mut fs, b"b", txn.len());
+            assert!(
+                got == Ok(txn.clone()),
+                "cut {n}: /b reads {:?}",
+                got.map(|v| v.len())
+            );
+        }
+        let report = fs.fsck().unwrap();
+        assert!(report.is_clean(), "cut {n}: {report:?}");
+    }
+    assert!(cuts >= 5, "only {cuts} cuts");
+}

@@ -398,6 +398,7 @@ impl<F: Flash> Fs<F> {
             orphans,
             bt_deltas: self.cp.table_nodes[..split].to_vec(),
             home: self.cp.home.blocks,
+            journal_records: None,
         };
         let at = Some(self.cp.anchor);
         self.cp.anchor =

@@ -187,6 +187,11 @@ struct MountState {
     /// The last journal scan ended on bytes that were programmed but are not a valid record
     /// (a program cut by power loss).
     journal_garbage: bool,
+    /// The records replay read, where a later mount must read no more of this journal: the
+    /// scan ended on a torn page, which may read longer at a later mount (or shorter than
+    /// the checkpoint's own bound). Written into the checkpoint again before the recovery
+    /// erases anything (DESIGN §15 item 22).
+    journal_bind: Option<u32>,
     /// Commits found in data page tags and applied by the last replay.
     tag_commits: u32,
     /// Commit pages the last replay found whose run could not be read whole.

@@ -388,7 +388,18 @@ impl<F: Flash> Fs<F> {
             || (!self.cfg.read_only
                 && !self.cp.home.active()
                 && checkpoint::moved_anchor_attempt(&mut self.store, pos, holding)?);
-        if restamp {
+        // A recovery whose journal scan ended on a torn page writes where it ended into its
+        // choice before it erases anything: the page may read longer at a later mount, and
+        // records beyond this reading may name blocks the recovery takes as free and erases
+        // before its own checkpoint is whole (DESIGN §15 item 22).
+        let bind = match self.mount.journal_bind {
+            Some(n) if self.mount.need_recovery_cp => {
+                cp.journal_records = Some(n);
+                true
+            }
+            _ => false,
+        };
+        if restamp || bind {
             let may_append = self.cp.anchor.may_append;
             let home_active = self.cp.home.active();
             let mut at = checkpoint::restamp(&mut self.store, &mut cp, pos, &mut self.cp.home)?;
@@ -470,6 +481,9 @@ impl<F: Flash> Fs<F> {
         // Blocks announced for erasing since the checkpoint.
         let mut erasing: Vec<u32> = Vec::new();
         let mut scan = JournalScan::new(&mut self.store, start)?;
+        if let Some(n) = cp.journal_records {
+            scan.limit_to(n.into());
+        }
         while let Some(rec) = scan.next(&mut self.store)? {
             any = true;
             match &rec {
@@ -486,6 +500,16 @@ impl<F: Flash> Fs<F> {
         }
         self.mount.journal_garbage = scan.ended_on_garbage();
         let records = scan.returned();
+        // A reading that ended on a torn page (or short of the checkpoint's bound) binds the
+        // mounts after this one once the recovery writes anything (see `load_inner`). One
+        // that stopped at the bound is bound already (and recovers as after a cut program:
+        // the journal may go on past it).
+        let bound = cp.journal_records.map(u64::from);
+        let torn = self.mount.journal_garbage && !scan.stopped_at_limit();
+        self.mount.journal_bind = (torn || bound.is_some_and(|n| n != records))
+            .then(|| u32::try_from(records))
+            .transpose()
+            .map_err(|_| Error::Corrupt)?;
         // Blocks erased since the checkpoint that replay enters nothing of: the journal block
         // the last link set aside, and the user-data head's blocks named by records (each
         // was erased when it was taken, if the checkpoint's table calls it free).

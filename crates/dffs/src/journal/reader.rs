@@ -49,8 +49,13 @@ pub(crate) struct JournalScan {
     /// Records returned so far.
     returned: u64,
     /// Replay's second pass: the records the first pass read, which this scan must return
-    /// too and never more (see [`JournalScan::bound_to`]).
+    /// too and never more (see [`JournalScan::bound_to`]); or, with `exact` false, the most
+    /// a checkpoint lets replay read (see [`JournalScan::limit_to`]).
     bound: Option<u64>,
+    /// Whether a scan that ends before `bound` fails (`EIO`) rather than ends.
+    exact: bool,
+    /// Stopped at the bound of [`JournalScan::limit_to`] (what follows was not read).
+    limited: bool,
 }
 
 /// Where a journal scan is: what a read again from the same record starts from.
@@ -90,6 +95,8 @@ impl JournalScan {
             rd: PageReader::new(g.page_size),
             returned: 0,
             bound: None,
+            exact: false,
+            limited: false,
         };
         if start.clean {
             // After a clean checkpoint the next session's marker is one page later, and the
@@ -119,6 +126,17 @@ impl JournalScan {
     /// recovery as free; DESIGN §15 item 22).
     pub fn bound_to(&mut self, n: u64) {
         self.bound = Some(n);
+        self.exact = true;
+    }
+
+    /// Makes this scan read at most `n` records: what a recovery read of the journal before
+    /// it erased anything, recorded in the checkpoint it wrote again (`CP_JOURNAL_BOUND`).
+    /// Records after those may name blocks that recovery erased. Where the scan ends sooner,
+    /// it reads again from that record as [`JournalScan::bound_to`] does, and then ends there
+    /// (fewer records name fewer blocks: what the recovery kept stays kept).
+    pub fn limit_to(&mut self, n: u64) {
+        self.bound = Some(n);
+        self.exact = false;
     }
 
     /// The sequence number of the last record returned (or the checkpoint's last).
@@ -126,9 +144,16 @@ impl JournalScan {
         self.at.last_seq
     }
 
-    /// Whether the scan ended on programmed bytes that are not a valid record.
+    /// Whether the scan ended on programmed bytes that are not a valid record, or at the
+    /// bound of [`JournalScan::limit_to`] (the journal may go on past it, torn: the mount
+    /// recovers as after a cut program).
     pub fn ended_on_garbage(&self) -> bool {
         self.garbage
+    }
+
+    /// Whether the scan stopped at the bound of [`JournalScan::limit_to`].
+    pub fn stopped_at_limit(&self) -> bool {
+        self.limited
     }
 
     /// The block the last link read names as the journal's next, set aside (and erased)
@@ -154,6 +179,10 @@ impl JournalScan {
         };
         if self.returned >= n {
             self.done = true;
+            if !self.exact {
+                self.limited = true;
+                self.garbage = true;
+            }
             return Ok(None);
         }
         let at = self.at;
@@ -167,6 +196,9 @@ impl JournalScan {
             self.garbage = false;
             self.done = false;
             self.rd = PageReader::new(self.rd.page_size);
+        }
+        if !self.exact {
+            return self.stop_garbage();
         }
         Err(Error::Io)
     }
