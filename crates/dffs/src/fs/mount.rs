@@ -392,13 +392,10 @@ impl<F: Flash> Fs<F> {
         // choice before it erases anything: the page may read longer at a later mount, and
         // records beyond this reading may name blocks the recovery takes as free and erases
         // before its own checkpoint is whole (DESIGN §15 item 22).
-        let bind = match self.mount.journal_bind {
-            Some(n) if self.mount.need_recovery_cp => {
-                cp.journal_records = Some(n);
-                true
-            }
-            _ => false,
-        };
+        let bind = self.mount.need_recovery_cp && self.mount.journal_bind.is_some();
+        if bind {
+            cp.journal_records = self.mount.journal_bind;
+        }
         if restamp || bind {
             let may_append = self.cp.anchor.may_append;
             let home_active = self.cp.home.active();
@@ -506,10 +503,11 @@ impl<F: Flash> Fs<F> {
         // the journal may go on past it).
         let bound = cp.journal_records.map(u64::from);
         let torn = self.mount.journal_garbage && !scan.stopped_at_limit();
-        self.mount.journal_bind = (torn || bound.is_some_and(|n| n != records))
-            .then(|| u32::try_from(records))
-            .transpose()
-            .map_err(|_| Error::Corrupt)?;
+        self.mount.journal_bind = if torn || bound.is_some_and(|n| n != records) {
+            Some(u32::try_from(records).map_err(|_| Error::Corrupt)?)
+        } else {
+            None
+        };
         // Blocks erased since the checkpoint that replay enters nothing of: the journal block
         // the last link set aside, and the user-data head's blocks named by records (each
         // was erased when it was taken, if the checkpoint's table calls it free).

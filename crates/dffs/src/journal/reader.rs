@@ -54,8 +54,6 @@ pub(crate) struct JournalScan {
     bound: Option<u64>,
     /// Whether a scan that ends before `bound` fails (`EIO`) rather than ends.
     exact: bool,
-    /// Stopped at the bound of [`JournalScan::limit_to`] (what follows was not read).
-    limited: bool,
 }
 
 /// Where a journal scan is: what a read again from the same record starts from.
@@ -96,7 +94,6 @@ impl JournalScan {
             returned: 0,
             bound: None,
             exact: false,
-            limited: false,
         };
         if start.clean {
             // After a clean checkpoint the next session's marker is one page later, and the
@@ -151,9 +148,10 @@ impl JournalScan {
         self.garbage
     }
 
-    /// Whether the scan stopped at the bound of [`JournalScan::limit_to`].
+    /// Whether the scan stopped at the bound of [`JournalScan::limit_to`] (what follows was
+    /// not read).
     pub fn stopped_at_limit(&self) -> bool {
-        self.limited
+        !self.exact && self.bound.is_some_and(|n| self.returned >= n)
     }
 
     /// The block the last link read names as the journal's next, set aside (and erased)
@@ -179,10 +177,8 @@ impl JournalScan {
         };
         if self.returned >= n {
             self.done = true;
-            if !self.exact {
-                self.limited = true;
-                self.garbage = true;
-            }
+            // Past a checkpoint's bound the journal may go on, torn: recover as after one.
+            self.garbage |= !self.exact;
             return Ok(None);
         }
         let at = self.at;
