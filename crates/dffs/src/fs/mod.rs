@@ -192,6 +192,15 @@ struct MountState {
     /// the checkpoint's own bound). Written into the checkpoint again before the recovery
     /// erases anything (DESIGN §15 item 22).
     journal_bind: Option<u32>,
+    /// The records a load reads of the journal at most, set when replay's second pass could
+    /// not read again what its first pass had read (a torn record that passed its check once):
+    /// the mount loads again, as if the journal had ended there (see [`Fs::load`]).
+    journal_cap: Option<u64>,
+    /// Where the second pass of the last replay ended short of the first ([`JournalScan`]
+    /// `ended_short`), for [`Fs::load`] to load again.
+    ///
+    /// [`JournalScan`]: crate::journal::reader::JournalScan
+    journal_short: Option<u64>,
     /// Commits found in data page tags and applied by the last replay.
     tag_commits: u32,
     /// Commit pages the last replay found whose run could not be read whole.

@@ -136,7 +136,24 @@ impl<F: Flash> Fs<F> {
     /// operations count as [`crate::Cause::Mount`]).
     pub(crate) fn load(&mut self) -> Result<()> {
         let prev = self.store.set_phase(Phase::Mount);
-        let r = self.load_inner();
+        self.mount.journal_cap = None;
+        let r = loop {
+            self.mount.journal_short = None;
+            let r = self.load_inner();
+            // Replay's second pass could not read a record its first pass had read (the
+            // partly programmed bits of a torn NOR record read differently each time): load
+            // again from the checkpoint, reading the journal only that far, as if it ended
+            // there (nothing was written yet; what the first reading applied is forgotten
+            // with the rest). Each try reads fewer records than the one before.
+            match (r, self.mount.journal_short.take()) {
+                (Err(Error::Io), Some(n)) if self.mount.journal_cap.is_none_or(|c| n < c) => {
+                    self.mount.journal_cap = Some(n);
+                    self.store.end_replay_counts();
+                }
+                (r, _) => break r,
+            }
+        };
+        self.mount.journal_cap = None;
         self.store.set_phase(prev);
         // The allocation floors follow what is dirty now (replay dirtied what it applied):
         // collection, a recovery checkpoint or an operation right after mount must not find
@@ -478,8 +495,15 @@ impl<F: Flash> Fs<F> {
         // Blocks announced for erasing since the checkpoint.
         let mut erasing: Vec<u32> = Vec::new();
         let mut scan = JournalScan::new(&mut self.store, start)?;
-        if let Some(n) = cp.journal_records {
-            scan.limit_to(n.into());
+        let cap = self.mount.journal_cap;
+        if let Some(n) = cp
+            .journal_records
+            .map(u64::from)
+            .into_iter()
+            .chain(cap)
+            .min()
+        {
+            scan.limit_to(n);
         }
         while let Some(rec) = scan.next(&mut self.store)? {
             any = true;
@@ -500,10 +524,10 @@ impl<F: Flash> Fs<F> {
         // A reading that ended on a torn page (or short of the checkpoint's bound) binds the
         // mounts after this one once the recovery writes anything (see `load_inner`). One
         // that stopped at the bound is bound already (and recovers as after a cut program:
-        // the journal may go on past it).
+        // the journal may go on past it); one that stopped at this mount's own cap is not.
         let bound = cp.journal_records.map(u64::from);
         let torn = self.mount.journal_garbage && !scan.stopped_at_limit();
-        self.mount.journal_bind = if torn || bound.is_some_and(|n| n != records) {
+        self.mount.journal_bind = if torn || cap.is_some() || bound.is_some_and(|n| n != records) {
             Some(u32::try_from(records).map_err(|_| Error::Corrupt)?)
         } else {
             None
@@ -590,7 +614,17 @@ impl<F: Flash> Fs<F> {
         let mut next_tag = 0;
         let mut scan = JournalScan::new(&mut self.store, start)?;
         scan.bound_to(records);
-        while let Some(rec) = scan.next(&mut self.store)? {
+        loop {
+            let rec = match scan.next(&mut self.store) {
+                Ok(Some(rec)) => rec,
+                Ok(None) => break,
+                Err(e) => {
+                    if scan.ended_short() {
+                        self.mount.journal_short = Some(scan.returned());
+                    }
+                    return Err(e);
+                }
+            };
             let seq = scan.last_seq();
             while let Some(c) = tags.get(next_tag).filter(|c| c.seq < seq) {
                 self.apply_tag_commit(c)?;

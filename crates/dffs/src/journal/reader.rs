@@ -54,6 +54,8 @@ pub(crate) struct JournalScan {
     bound: Option<u64>,
     /// Whether a scan that ends before `bound` fails (`EIO`) rather than ends.
     exact: bool,
+    /// An `exact` scan failed for ending before its bound (see [`JournalScan::ended_short`]).
+    short: bool,
 }
 
 /// Where a journal scan is: what a read again from the same record starts from.
@@ -70,8 +72,10 @@ struct Cursor {
 /// Times replay's second pass reads the journal again where it ended before the first pass
 /// did. A page a power cut left unstable reads uncorrectable at random (the simulator: two
 /// reads in five, each with its own retries); 16 more tries make a wrong ending
-/// vanishingly rare, and one that still fails says `EIO` instead of applying less than the
-/// first pass decided.
+/// vanishingly rare on NAND, and one that still fails says `EIO` instead of applying less
+/// than the first pass decided; the mount then loads again, reading no further than where it
+/// failed ([`JournalScan::ended_short`]). (NOR: the partly programmed bits of a torn record
+/// read differently each time, and a record that passed its CRC once may never again.)
 const REREADS: u32 = 16;
 
 impl JournalScan {
@@ -94,6 +98,7 @@ impl JournalScan {
             returned: 0,
             bound: None,
             exact: false,
+            short: false,
         };
         if start.clean {
             // After a clean checkpoint the next session's marker is one page later, and the
@@ -154,6 +159,13 @@ impl JournalScan {
         !self.exact && self.bound.is_some_and(|n| self.returned >= n)
     }
 
+    /// Whether this scan's `EIO` was its ending before the bound of
+    /// [`JournalScan::bound_to`] however often it read the journal again there: a torn page
+    /// that read whole once and not since. [`JournalScan::returned`] says where.
+    pub fn ended_short(&self) -> bool {
+        self.short
+    }
+
     /// The block the last link read names as the journal's next, set aside (and erased)
     /// before that link was written; `u32::MAX` for none.
     pub fn named_next(&self) -> u32 {
@@ -196,6 +208,7 @@ impl JournalScan {
         if !self.exact {
             return self.stop_garbage();
         }
+        self.short = true;
         Err(Error::Io)
     }
 
