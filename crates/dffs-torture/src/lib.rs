@@ -1679,6 +1679,15 @@ fn chain(
             }
         };
         rep.recoveries += 1;
+        // A mount that could not write its checkpoint again comes up read-only (the tree was
+        // checked above): the chain cannot go on.
+        if let Some(e) = fs.info().read_only_cause {
+            return Err(format!(
+                "cut {} (round {round}): mounted read-only: the checkpoint written again at \
+                 mount failed with {e:?} (tree and fsck checked)",
+                rep.cuts
+            ));
+        }
         check_space_after_checkpoint(&fs, opts.config)
             .map_err(|e| format!("cut {} (round {round}): {e}", rep.cuts))?;
         let now = fs

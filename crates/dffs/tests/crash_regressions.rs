@@ -848,3 +848,65 @@ fn a_torn_record_that_read_whole_once_does_not_fail_the_mount() {
     }
     assert!(lost > 0, "no torn run lost the mkdir: {runs:?}");
 }
+
+/// A mount after a checkpoint attempt that power cut writes its choice of checkpoint again
+/// before anything else (FORMAT §12). Where that write finds no anchor block to take (here
+/// every block of the anchor area fails its programs and erases, as a worn-out area does), the
+/// mount failed (`dffs torture --preset nand-slc-128m --blocks 32 --workload links --chain 30
+/// --seeds 1 --seed 3305 --faults standard`, cut 30: `NoSpace`) and the files were out of
+/// reach. Now it comes up read-only: cut at each program and erase of a checkpoint, every
+/// mount succeeds and reads the synced files back; where the mount had to write and could not,
+/// `Info::read_only_cause` says why and a change is `ReadOnly`.
+#[test]
+fn a_mount_that_cannot_write_its_checkpoint_again_comes_up_read_only() {
+    use dffs::Error;
+    let p = preset("nand-slc-128m").unwrap().with_blocks(32).unwrap();
+    let dev = Fs::format(SimFlash::new(p).unwrap(), &FormatOptions::default()).unwrap();
+    let cfg = Config::default();
+    let mut fs = Fs::mount(dev, cfg).unwrap();
+    let a: Vec<u8> = (0..5000u32).map(|i| (i * 13 + i / 199) as u8).collect();
+    put_synced(&mut fs, b"a", &a);
+    fs.checkpoint().unwrap();
+    put_synced(&mut fs, b"b", &[7u8; 300]);
+    let base = fs.into_flash();
+    fn read_all<F: dffs::Flash>(fs: &mut Fs<F>, name: &[u8]) -> Vec<u8> {
+        let ino = fs.lookup(ROOT_INO, name).unwrap().ino;
+        let fh = fs.open(ino, dffs::OpenFlags::READ).unwrap();
+        let mut buf = vec![0u8; 8192];
+        let n = fs.read(fh, 0, &mut buf).unwrap();
+        fs.close(fh).unwrap();
+        buf.truncate(n);
+        buf
+    }
+    let mut read_only = 0;
+    for n in 1.. {
+        let mut fs = Fs::mount(base.clone(), cfg).unwrap();
+        fs.flash_mut().cut_power_after(n);
+        match fs.checkpoint() {
+            Ok(()) => break,
+            Err(e) => assert_eq!(e, Error::PowerLoss, "cut {n}"),
+        }
+        let mut dev = fs.into_flash();
+        dev.power_up();
+        for b in 0..8 {
+            dev.fail_block(b).unwrap();
+        }
+        let mut fs = Fs::mount(dev, cfg).unwrap_or_else(|e| panic!("cut {n}: mount: {e:?}"));
+        assert_eq!(read_all(&mut fs, b"a"), a, "cut {n}");
+        assert_eq!(read_all(&mut fs, b"b"), [7u8; 300], "cut {n}");
+        if let Some(e) = fs.info().read_only_cause {
+            read_only += 1;
+            assert!(matches!(e, Error::NoSpace | Error::Io), "cut {n}: {e:?}");
+            assert_eq!(
+                fs.create(ROOT_INO, b"c", 0o644, 0, 0).unwrap_err(),
+                Error::ReadOnly,
+                "cut {n}"
+            );
+            assert!(fs.fsck().unwrap().is_clean(), "cut {n}");
+        }
+    }
+    assert!(
+        read_only > 0,
+        "no cut made the mount write its checkpoint again"
+    );
+}

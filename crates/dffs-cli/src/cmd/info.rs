@@ -114,6 +114,10 @@ struct Mount {
     erases: u64,
     /// Whether the mount had to replay a journal (the last session did not unmount cleanly).
     recovered: bool,
+    /// Set when the mount came up read-only because its one write failed (see
+    /// `dffs::Info::read_only_cause`): the error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_only_cause: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -279,6 +283,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
             programs: cost.programs,
             erases: cost.erases,
             recovered: info.recovered,
+            read_only_cause: info.read_only_cause.map(|e| format!("{e:?}")),
         },
         ram_bytes,
         device,
@@ -370,10 +375,12 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
                 } else {
                     "simulated device time"
                 },
-                if o.mount.recovered {
-                    " (recovered: the last session did not unmount cleanly)"
-                } else {
-                    " (clean)"
+                match (&o.mount.read_only_cause, o.mount.recovered) {
+                    (Some(e), _) => format!(
+                        " (recovered, read-only: writing the checkpoint again failed with {e})"
+                    ),
+                    (None, true) => " (recovered: the last session did not unmount cleanly)".into(),
+                    (None, false) => " (clean)".into(),
                 }
             ),
         ),

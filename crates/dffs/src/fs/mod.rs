@@ -201,6 +201,12 @@ struct MountState {
     ///
     /// [`JournalScan`]: crate::journal::reader::JournalScan
     journal_short: Option<u64>,
+    /// The checkpoint the mount writes again before anything else failed for lack of an
+    /// anchor block (`NoSpace`) or a worn-out anchor area (`EIO`): [`Fs::load`] mounts
+    /// read-only instead.
+    restamp_failed: Option<Error>,
+    /// Why a read-write mount came up read-only ([`Info::read_only_cause`]).
+    read_only_cause: Option<Error>,
     /// Commits found in data page tags and applied by the last replay.
     tag_commits: u32,
     /// Commit pages the last replay found whose run could not be read whole.

@@ -136,6 +136,31 @@ impl<F: Flash> Fs<F> {
     /// operations count as [`crate::Cause::Mount`]).
     pub(crate) fn load(&mut self) -> Result<()> {
         let prev = self.store.set_phase(Phase::Mount);
+        let mut r = self.load_rereading();
+        // A read-write mount whose one write, its checkpoint written again (see the end of
+        // `load_inner`), found no block of the anchor area to take or the area worn out
+        // mounts read-only instead: the files stay readable, every change is `EROFS`
+        // (`Info::read_only_cause` says why), and nothing is written that a checkpoint cut
+        // before it could hide.
+        if let (Err(e), Some(_)) = (r, self.mount.restamp_failed.take()) {
+            self.cfg.read_only = true;
+            self.mount.read_only_cause = Some(e);
+            r = self.load_rereading();
+        }
+        self.store.set_phase(prev);
+        // The allocation floors follow what is dirty now (replay dirtied what it applied):
+        // collection, a recovery checkpoint or an operation right after mount must not find
+        // the floors of an empty store (a collection step after a remount copied into the
+        // blocks the recovery checkpoint needed: `NoSpace`, 4 KiB NOR sectors).
+        if r.is_ok() {
+            self.refresh_floors();
+        }
+        r
+    }
+
+    /// [`Fs::load_inner`], again with less of the journal while replay's second pass ends
+    /// short of its first.
+    fn load_rereading(&mut self) -> Result<()> {
         self.mount.journal_cap = None;
         let r = loop {
             self.mount.journal_short = None;
@@ -154,14 +179,6 @@ impl<F: Flash> Fs<F> {
             }
         };
         self.mount.journal_cap = None;
-        self.store.set_phase(prev);
-        // The allocation floors follow what is dirty now (replay dirtied what it applied):
-        // collection, a recovery checkpoint or an operation right after mount must not find
-        // the floors of an empty store (a collection step after a remount copied into the
-        // blocks the recovery checkpoint needed: `NoSpace`, 4 KiB NOR sectors).
-        if r.is_ok() {
-            self.refresh_floors();
-        }
         r
     }
 
@@ -416,7 +433,12 @@ impl<F: Flash> Fs<F> {
         if restamp || bind {
             let may_append = self.cp.anchor.may_append;
             let home_active = self.cp.home.active();
-            let mut at = checkpoint::restamp(&mut self.store, &mut cp, pos, &mut self.cp.home)?;
+            let mut at = checkpoint::restamp(&mut self.store, &mut cp, pos, &mut self.cp.home)
+                .inspect_err(|&e| {
+                    if matches!(e, Error::NoSpace | Error::Io) {
+                        self.mount.restamp_failed = Some(e);
+                    }
+                })?;
             at.may_append = may_append && !home_active;
             self.cp.anchor = at;
             self.store.set_cp_number(cp.cp_number + 1);

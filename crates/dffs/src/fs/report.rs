@@ -3,7 +3,7 @@
 //!
 //! It must never change anything (every function takes `&self` or only reads).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::params::{Addr, Params};
 use crate::fs::files::handles::Handle;
 use crate::fs::inodes::CachedFile;
@@ -61,6 +61,11 @@ pub struct Info {
     /// Commit tags the mount found whose write could not be read whole (their writes are
     /// lost; only an unreadable page does this).
     pub lost_commits: u32,
+    /// Set when a read-write mount came up read-only, with the error that made it: its one
+    /// write, the checkpoint it chose written again (after a power cut, before anything
+    /// else), found no block of the anchor area to take (`NoSpace`) or the area worn out
+    /// (`Io`). Files read as usual; every change is [`Error::ReadOnly`] (`EROFS`).
+    pub read_only_cause: Option<Error>,
 }
 
 /// Work the file system has done since it was mounted (for benchmarks and diagnostics).
@@ -320,6 +325,7 @@ impl<F: Flash> Fs<F> {
             recovered: self.mount.recovered,
             tag_commits: self.mount.tag_commits,
             lost_commits: self.mount.lost_commits,
+            read_only_cause: self.mount.read_only_cause,
         }
     }
 
