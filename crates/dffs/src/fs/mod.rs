@@ -195,12 +195,12 @@ struct MountState {
     /// The records a load reads of the journal at most, set when replay's second pass could
     /// not read again what its first pass had read (a torn record that passed its check once):
     /// the mount loads again, as if the journal had ended there (see [`Fs::load`]).
-    journal_cap: Option<u64>,
+    journal_cap: Option<u32>,
     /// Where the second pass of the last replay ended short of the first ([`JournalScan`]
     /// `ended_short`), for [`Fs::load`] to load again.
     ///
     /// [`JournalScan`]: crate::journal::reader::JournalScan
-    journal_short: Option<u64>,
+    journal_short: Option<u32>,
     /// The checkpoint the mount writes again before anything else failed for lack of an
     /// anchor block (`NoSpace`) or a worn-out anchor area (`EIO`): [`Fs::load`] mounts
     /// read-only instead.

@@ -517,7 +517,7 @@ impl<F: Flash> Fs<F> {
         // Blocks announced for erasing since the checkpoint.
         let mut erasing: Vec<u32> = Vec::new();
         let mut scan = JournalScan::new(&mut self.store, start)?;
-        let cap = self.mount.journal_cap;
+        let cap = self.mount.journal_cap.map(u64::from);
         if let Some(n) = cp
             .journal_records
             .map(u64::from)
@@ -642,7 +642,7 @@ impl<F: Flash> Fs<F> {
                 Ok(None) => break,
                 Err(e) => {
                     if scan.ended_short() {
-                        self.mount.journal_short = Some(scan.returned());
+                        self.mount.journal_short = u32::try_from(scan.returned()).ok();
                     }
                     return Err(e);
                 }
