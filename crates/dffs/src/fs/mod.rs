@@ -194,10 +194,10 @@ struct MountState {
     journal_bind: Option<u32>,
     /// The records a load reads of the journal at most, set when replay's second pass could
     /// not read again what its first pass had read (a torn record that passed its check once):
-    /// the mount loads again, as if the journal had ended there (see [`Fs::load`]).
+    /// the mount loads again, as if the journal had ended there (see `Fs::load_rereading`).
     journal_cap: Option<u32>,
     /// Where the second pass of the last replay ended short of the first ([`JournalScan`]
-    /// `ended_short`), for [`Fs::load`] to load again.
+    /// `ended_short`), for `Fs::load_rereading` to load again.
     ///
     /// [`JournalScan`]: crate::journal::reader::JournalScan
     journal_short: Option<u32>,
