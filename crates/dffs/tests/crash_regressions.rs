@@ -265,6 +265,22 @@ fn refused_names_need_no_recovery_checkpoint() {
     assert!(fs.fsck().unwrap().is_clean());
 }
 
+/// The whole of file `name` in the root (panics on any error).
+fn read_root_file<F: dffs::Flash>(fs: &mut Fs<F>, name: &[u8]) -> Vec<u8> {
+    let ino = fs.lookup(ROOT_INO, name).unwrap().ino;
+    let fh = fs.open(ino, dffs::OpenFlags::READ).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match fs.read(fh, out.len() as u64, &mut buf).unwrap() {
+            0 => break,
+            n => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    fs.close(fh).unwrap();
+    out
+}
+
 /// Writes `data` to a new file `name` in the root and syncs it.
 fn put_synced<F: dffs::Flash>(fs: &mut Fs<F>, name: &[u8], data: &[u8]) {
     let ino = fs.create(ROOT_INO, name, 0o644, 0, 0).unwrap().ino;
@@ -789,7 +805,6 @@ impl dffs::Flash for ReadsWholeOnce {
 /// after the recovery that reads the record whole.
 #[test]
 fn a_torn_record_that_read_whole_once_does_not_fail_the_mount() {
-    use dffs::OpenFlags;
     use dffs_testkit::ram_flash::{nor_geometry, RamFlash};
     let dev = Fs::format(RamFlash::new(nor_geometry(64)), &FormatOptions::default()).unwrap();
     let cfg = Config::smallest();
@@ -810,15 +825,6 @@ fn a_torn_record_that_read_whole_once_does_not_fail_the_mount() {
         }
     }
     assert!(!runs.is_empty());
-    fn read_a<F: dffs::Flash>(fs: &mut Fs<F>) -> Vec<u8> {
-        let ino = fs.lookup(ROOT_INO, b"a").unwrap().ino;
-        let fh = fs.open(ino, OpenFlags::READ).unwrap();
-        let mut buf = vec![0u8; 4096];
-        let n = fs.read(fh, 0, &mut buf).unwrap();
-        fs.close(fh).unwrap();
-        buf.truncate(n);
-        buf
-    }
     let mut lost = 0;
     for &(s, end) in &runs {
         let half = s + (end - s) / 2;
@@ -830,7 +836,11 @@ fn a_torn_record_that_read_whole_once_does_not_fail_the_mount() {
         };
         let mut fs =
             Fs::mount(shaky, cfg).unwrap_or_else(|e| panic!("bytes {s}..{end} torn: mount: {e:?}"));
-        assert_eq!(read_a(&mut fs), a, "bytes {s}..{end} torn: /a");
+        assert_eq!(
+            read_root_file(&mut fs, b"a"),
+            a,
+            "bytes {s}..{end} torn: /a"
+        );
         assert!(fs.fsck().unwrap().is_clean(), "bytes {s}..{end} torn");
         if fs.lookup(ROOT_INO, b"d").is_ok() {
             continue;
@@ -843,7 +853,7 @@ fn a_torn_record_that_read_whole_once_does_not_fail_the_mount() {
             fs.lookup(ROOT_INO, b"d").unwrap_err(),
             dffs::Error::NotFound
         );
-        assert_eq!(read_a(&mut fs), a);
+        assert_eq!(read_root_file(&mut fs, b"a"), a);
         assert!(fs.fsck().unwrap().is_clean());
     }
     assert!(lost > 0, "no torn run lost the mkdir: {runs:?}");
@@ -869,15 +879,6 @@ fn a_mount_that_cannot_write_its_checkpoint_again_comes_up_read_only() {
     fs.checkpoint().unwrap();
     put_synced(&mut fs, b"b", &[7u8; 300]);
     let base = fs.into_flash();
-    fn read_all<F: dffs::Flash>(fs: &mut Fs<F>, name: &[u8]) -> Vec<u8> {
-        let ino = fs.lookup(ROOT_INO, name).unwrap().ino;
-        let fh = fs.open(ino, dffs::OpenFlags::READ).unwrap();
-        let mut buf = vec![0u8; 8192];
-        let n = fs.read(fh, 0, &mut buf).unwrap();
-        fs.close(fh).unwrap();
-        buf.truncate(n);
-        buf
-    }
     let mut read_only = 0;
     for n in 1.. {
         let mut fs = Fs::mount(base.clone(), cfg).unwrap();
@@ -892,8 +893,8 @@ fn a_mount_that_cannot_write_its_checkpoint_again_comes_up_read_only() {
             dev.fail_block(b).unwrap();
         }
         let mut fs = Fs::mount(dev, cfg).unwrap_or_else(|e| panic!("cut {n}: mount: {e:?}"));
-        assert_eq!(read_all(&mut fs, b"a"), a, "cut {n}");
-        assert_eq!(read_all(&mut fs, b"b"), [7u8; 300], "cut {n}");
+        assert_eq!(read_root_file(&mut fs, b"a"), a, "cut {n}");
+        assert_eq!(read_root_file(&mut fs, b"b"), [7u8; 300], "cut {n}");
         if let Some(e) = fs.info().read_only_cause {
             read_only += 1;
             assert!(matches!(e, Error::NoSpace | Error::Io), "cut {n}: {e:?}");
