@@ -682,10 +682,12 @@ fn model_nand_slc() {
 /// back in the middle of a write ran garbage collection, which moved the file's blocks while
 /// the write still read its partial last block through the inode as it was before (`Corrupt`).
 /// It is also the run that holds the ENOSPC bound of [`run_z`] to account: it sees ENOSPC many
-/// times (158 today), each checked against the room for files.
+/// times, each checked against the room for files. Since roots of few entries are written
+/// short (FORMAT §8.4) the sequence's directories take so much less room that 32 blocks see
+/// no ENOSPC (158 before): it runs on 28 (92 ENOSPC; 30 blocks see 5, 26 see 169).
 #[test]
 fn model_nor_regression_stale_inode_during_write() {
-    let nospace = run("nor-qspi-16m", 32, 3002, 3000);
+    let nospace = run("nor-qspi-16m", 28, 3002, 3000);
     assert!(
         nospace > 20,
         "only {nospace} ENOSPC: the bound was hardly exercised"
@@ -772,7 +774,10 @@ fn model_nand_slc_faults_regression_write_back_room() {
 /// Seed 4012 left it on 2026-11-30: with 64 direct block pointers in a NAND inode (FORMAT §3)
 /// its files need no index nodes, and the run goes another way, to a `close` refused with
 /// `ENOSPC` with 20 of its 40 blocks bad (the class of DESIGN.md §15 item 3). Over seeds
-/// 4000–4099 that change took the real failures from 7 to 1 (this one).
+/// 4000–4099 that change took the real failures from 7 to 1 (this one). Seed 4002 left it on
+/// 2026-12-01: with directory roots of few entries written short (FORMAT §8.4) the run goes
+/// another way, to a write refused with `EIO` with 23 of its 40 blocks bad (the class of
+/// DESIGN.md §15 item 3).
 ///
 /// And seed 4037, where a roaming anchor that failed found no replacement with five blocks
 /// free outside the area (the least worn free blocks of the device were in the area or
@@ -781,7 +786,7 @@ fn model_nand_slc_faults_regression_write_back_room() {
 #[test]
 #[cfg(feature = "nand")]
 fn model_nand_slc_faults_regression_long() {
-    for seed in [4002, 4037, 4046, 4054] {
+    for seed in [4037, 4046, 4054] {
         let st = run_faults_seed("nand-slc-128m", 40, seed, 1000);
         assert!(st.program_failures > 0, "{st:?}");
     }

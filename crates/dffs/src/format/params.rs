@@ -9,7 +9,7 @@ use crate::format::codec::{Reader, Writer};
 use dffs_flash::{FlashKind, Geometry, PagePairing};
 
 /// On-flash format version written by this code.
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 
 /// Bytes of the CRC that follows every file data block in a NOR data node (§9.2 of FORMAT.md).
 pub const DATA_CRC_LEN: u32 = 4;

@@ -147,8 +147,8 @@ impl<F: Flash> Fs<F> {
             }
             match self.dirs.live_page_addrs(&mut self.store, &mut self.map, d) {
                 Ok(pages) => {
-                    for a in pages {
-                        w.claim(a, p.dir_page, "directory page", &path);
+                    for (a, len) in pages {
+                        w.claim(a, len, "directory page", &path);
                     }
                 }
                 Err(Error::PowerLoss) => return Err(Error::PowerLoss),

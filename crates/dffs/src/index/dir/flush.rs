@@ -112,20 +112,21 @@ impl Dirs {
         // Root.
         if let Some(i) = self.pages.find(ino, ItemKey::Root) {
             if self.pages.dirty(i) {
-                let nb = match &self.pages.at_ref(i).page {
-                    Item::Root(r) => r.encode(&p),
+                let (nb, old_len) = match &self.pages.at_ref(i).page {
+                    Item::Root(r) => (r.encode(&p), r.stored_len),
                     _ => return Err(Error::Corrupt),
                 };
-                let mut nb = nb;
-                let cur = nb.w.len() as u32;
-                if cur > p.dir_page {
+                let len = nb.w.len() as u32;
+                if len > p.dir_page {
                     return Err(Error::Corrupt);
                 }
-                nb.w.fill(0, (p.dir_page - cur) as usize);
                 let a = st.write_node(LogKind::Dir, nb, Priority::Reserve)?;
                 let old = self.pages.at_ref(i).addr;
                 if old.is_some() {
-                    st.kill(old, p.dir_page);
+                    st.kill(old, old_len);
+                }
+                if let Item::Root(r) = &mut self.pages.at(i).page {
+                    r.stored_len = p.align(len);
                 }
                 self.pages.at(i).addr = a;
                 self.pages.set_dirty(i, false);
@@ -195,14 +196,15 @@ impl Dirs {
         }
     }
 
-    /// Addresses of every written page of directory `ino` (root excluded unless `with_root`).
+    /// Addresses of every written page of directory `ino` (root excluded unless `with_root`),
+    /// each with the bytes its block is credited with for it.
     pub fn page_addrs<F: Flash>(
         &mut self,
         st: &mut Store<F>,
         map: &mut InodeMap,
         ino: Ino,
         with_root: bool,
-    ) -> Result<Vec<Addr>> {
+    ) -> Result<Vec<(Addr, u32)>> {
         self.page_addrs_filtered(st, map, ino, with_root, false)
     }
 
@@ -214,7 +216,7 @@ impl Dirs {
         st: &mut Store<F>,
         map: &mut InodeMap,
         ino: Ino,
-    ) -> Result<Vec<Addr>> {
+    ) -> Result<Vec<(Addr, u32)>> {
         self.page_addrs_filtered(st, map, ino, true, true)
     }
 
@@ -225,19 +227,20 @@ impl Dirs {
         ino: Ino,
         with_root: bool,
         clean_only: bool,
-    ) -> Result<Vec<Addr>> {
+    ) -> Result<Vec<(Addr, u32)>> {
         let mut out = Vec::new();
+        let page = self.p.dir_page;
         let ri = self.load_root(st, map, ino)?;
+        let (nb, paged, table, root_len) = match &self.pages.at_ref(ri).page {
+            Item::Root(r) => (r.nbuckets, r.paged, r.table.clone(), r.stored_len),
+            _ => return Err(Error::Corrupt),
+        };
         if with_root
             && self.pages.at_ref(ri).addr.is_some()
             && !(clean_only && self.pages.dirty(ri))
         {
-            out.push(self.pages.at_ref(ri).addr);
+            out.push((self.pages.at_ref(ri).addr, root_len));
         }
-        let (nb, paged, table) = match &self.pages.at_ref(ri).page {
-            Item::Root(r) => (r.nbuckets, r.paged, r.table.clone()),
-            _ => return Err(Error::Corrupt),
-        };
         if paged {
             for (t, a) in table.iter().enumerate() {
                 if a.is_none() {
@@ -249,7 +252,7 @@ impl Dirs {
                     .map(|i| self.pages.dirty(i))
                     .unwrap_or(false);
                 if !(clean_only && dirty) {
-                    out.push(*a);
+                    out.push((*a, page));
                 }
             }
         }
@@ -259,7 +262,7 @@ impl Dirs {
                 continue;
             }
             if let Item::Bucket(_, addrs) = &self.pages.at_ref(bi).page {
-                out.extend(addrs.iter().copied().filter(|a| a.is_some()));
+                out.extend(addrs.iter().filter(|a| a.is_some()).map(|&a| (a, page)));
             }
         }
         Ok(out)
@@ -273,8 +276,8 @@ impl Dirs {
         ino: Ino,
     ) -> Result<()> {
         let pages = self.page_addrs(st, map, ino, true)?;
-        for a in pages {
-            st.kill(a, self.p.dir_page);
+        for (a, len) in pages {
+            st.kill(a, len);
         }
         self.pages.retain(|c| c.ino != ino);
         Ok(())

@@ -224,8 +224,8 @@ impl Dirs {
     ) -> Result<()> {
         let all = self.all_slots(st, map, ino)?;
         let dead = self.page_addrs(st, map, ino, false)?;
-        for a in dead {
-            st.kill(a, self.p.dir_page);
+        for (a, len) in dead {
+            st.kill(a, len);
         }
         self.pages
             .retain(|c| !(c.ino == ino && c.key != ItemKey::Root));

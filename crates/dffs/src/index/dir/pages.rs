@@ -219,7 +219,8 @@ impl Dirs {
         if h.ino != ino {
             return Err(Error::Corrupt);
         }
-        let root = DirRoot::decode(&self.p, ino, &bytes[NODE_HEADER as usize..])?;
+        let mut root = DirRoot::decode(&self.p, ino, &bytes[NODE_HEADER as usize..])?;
+        root.stored_len = self.p.align(h.len);
         Ok(self.pages.push(
             Cached {
                 ino,

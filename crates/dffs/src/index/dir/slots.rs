@@ -56,6 +56,9 @@ pub struct Slot {
 /// directory page is written.
 pub const PLACEHOLDER: u32 = 0x8000_0000;
 
+/// Bytes of one used slot in the listed form of a table (position, two zero bytes, slot).
+pub(crate) const LISTED_SLOT: u32 = 12;
+
 impl Slot {
     /// The empty slot.
     pub const EMPTY: Slot = Slot {
@@ -342,6 +345,57 @@ impl SlotTable {
             }
         }
         Ok(t)
+    }
+
+    /// Decodes the listed form ([`SlotTable::encode_listed`]) of a table of `n` positions
+    /// holding `count` slots: positions must rise, lie in the table and name used slots.
+    pub fn decode_listed(r: &mut Reader<'_>, n: usize, count: usize) -> Result<SlotTable> {
+        if count > n {
+            return Err(Error::Corrupt);
+        }
+        let mut t = SlotTable::empty(n);
+        let mut next = 0usize;
+        for _ in 0..count {
+            let pos = r.u16()? as usize;
+            let pad = r.u16()?;
+            let s = Slot {
+                ptr: r.u32()?,
+                key: r.u32()?,
+            };
+            if pos < next || pos >= n || pad != 0 || s.is_empty() {
+                return Err(Error::Corrupt);
+            }
+            t.set(pos, s);
+            next = pos + 1;
+        }
+        Ok(t)
+    }
+
+    /// Bytes of the listed form: [`LISTED_SLOT`] per used slot.
+    pub fn listed_len(&self) -> usize {
+        self.used() * LISTED_SLOT as usize
+    }
+
+    /// Encodes the used slots alone, in position order, each as its position (`u16`), two
+    /// zero bytes and the slot (the form a root page takes when it is shorter:
+    /// [`SlotTable::listed_is_smaller`]).
+    pub fn encode_listed(&self, w: &mut Writer) {
+        let mut put = |i: usize, s: Slot| {
+            w.u16(i as u16).u16(0).u32(s.ptr).u32(s.key);
+        };
+        match &self.repr {
+            Repr::Sparse(v) => v.iter().for_each(|&(i, s)| put(i as usize, s)),
+            Repr::Dense(v) => v
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.is_empty())
+                .for_each(|(i, s)| put(i, *s)),
+        }
+    }
+
+    /// Whether the listed form is shorter than every position written out.
+    pub fn listed_is_smaller(&self) -> bool {
+        self.listed_len() < self.len() * 8
     }
 
     /// Encodes every position, empty ones as all-ones.
