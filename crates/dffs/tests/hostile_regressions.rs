@@ -234,6 +234,34 @@ fn directory_with_a_huge_subdirectory_count() {
     }
 }
 
+#[test]
+fn listed_directory_roots_with_every_word_forged() {
+    // A root of few entries lists its used slots (FORMAT §8.4, `paged` = 2): positions, their
+    // zero pads, pointers and keys, re-signed with 0 and with 0xFFFF_FFFE in turn, and the
+    // count and `paged` fields before them. Mounting and using such an image gives errors,
+    // never a panic or a hang.
+    let mut listed = 0;
+    for nor in [false, true] {
+        let base = tiny_base(nor, true);
+        for n in scan_nodes(base)
+            .iter()
+            .filter(|n| n.typ == NodeType::DirRoot && base.data[n.at + 24 + 62] == 2)
+        {
+            listed += 1;
+            for off in (52..n.len - 24).step_by(4) {
+                for v in [0u32, 0xFFFF_FFFE] {
+                    let mut dev = base.fresh_copy();
+                    let at = n.at + 24 + off;
+                    dev.data[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                    resign(&mut dev.data, n.at);
+                    survives(dev, Duration::from_secs(10));
+                }
+            }
+        }
+    }
+    assert!(listed >= 2, "{listed} listed roots in the base images");
+}
+
 /// Body offset of the first block-table page address in a checkpoint.
 const CP_BT_PAGE0: usize = 228;
 
