@@ -271,26 +271,11 @@ mod tests {
     use super::*;
     use crate::format::attrs::{Attrs, S_IFDIR};
     use crate::format::params::FormatOptions;
-    use dffs_flash::{FlashKind, Geometry, PagePairing};
+    use dffs_testkit::ram_flash::nor_geometry;
 
     /// 4 KiB NOR sectors: 1 KiB directory pages.
     fn nor() -> Params {
-        let g = Geometry {
-            kind: FlashKind::Nor,
-            page_size: 256,
-            oob_size: 0,
-            oob_free_offset: 0,
-            oob_free_len: 0,
-            pages_per_block: 16,
-            blocks: 256,
-            program_unit: 1,
-            nop: 0,
-            in_order: false,
-            ecc_strength: 0,
-            ecc_step: 0,
-            pairing: PagePairing::None,
-        };
-        Params::for_geometry(g, &FormatOptions::default()).unwrap()
+        Params::for_geometry(nor_geometry(256), &FormatOptions::default()).unwrap()
     }
 
     fn slot(i: u32) -> Slot {
