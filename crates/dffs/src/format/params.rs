@@ -461,6 +461,19 @@ impl Params {
         (self.index_node - NODE_HEADER - 8) / 4
     }
 
+    /// Levels of the index tree of a file as large as the device (1 to 4): how many nodes a
+    /// live index node's move rewrites, itself and those above it.
+    pub fn index_depth(&self) -> u32 {
+        let cap = self.geometry.capacity();
+        let mut span = self.data_block as u64 * self.index_fanout() as u64;
+        let mut depth = 1;
+        while depth < 4 && span < cap {
+            span = span.saturating_mul(self.index_fanout() as u64);
+            depth += 1;
+        }
+        depth
+    }
+
     /// Entries in one inode-map leaf page.
     pub const fn map_leaf_entries(&self) -> u32 {
         (self.map_page - NODE_HEADER - 8) / 8
@@ -722,6 +735,28 @@ mod tests {
         p.encode(&mut w);
         let q = Params::decode(&mut Reader::new(&w.buf)).unwrap();
         assert_eq!(p, q);
+    }
+
+    /// The index depth is the tree height a file as large as the device needs: up to 504
+    /// leaves of 504 pages of 2 KiB (496 MiB) under one root, three levels beyond.
+    #[test]
+    fn index_depth_covers_the_device() {
+        let p = Params::for_geometry(slc(), &FormatOptions::default()).unwrap();
+        assert_eq!(p.index_depth(), 2);
+        let depth = |g: Geometry| {
+            Params::for_geometry(g, &FormatOptions::default())
+                .unwrap()
+                .index_depth()
+        };
+        let mut g = slc();
+        g.blocks = 3968; // 253,952 pages, under 504 · 504 = 254,016
+        assert_eq!(depth(g), 2);
+        g.blocks = 3970; // 254,080 pages
+        assert_eq!(depth(g), 3);
+        g.page_size = 4096;
+        g.pages_per_block = 128;
+        g.blocks = 131072; // 64 GiB: 4 GiB under a node of two levels, 4 TiB of three
+        assert_eq!(depth(g), 3);
     }
 
     #[test]

@@ -6,10 +6,10 @@
 use alloc::vec::Vec;
 
 use crate::error::Result;
-use crate::format::params::{LogKind, ANCHOR_AREA};
+use crate::format::params::{LogKind, NandSupport, ANCHOR_AREA};
 use crate::fs::Fs;
 use crate::store::{BlockState, Wear, ANCHOR_SPARES};
-use dffs_flash::Flash;
+use dffs_flash::{Flash, FlashKind};
 
 /// A victim's cost-benefit score, the exact fraction `num / den` (integer arithmetic: a
 /// Cortex-M4F has no double-precision unit, and the software routines cost 2.6 KiB of code).
@@ -27,6 +27,12 @@ impl Score {
         self.num as u128 * other.den as u128 > k as u128 * other.num as u128 * self.den as u128
     }
 }
+
+/// NOR: checkpoints after which a block counts as cold, where the cost-benefit age saturates.
+/// Synced writes take a checkpoint every few dozen writes, so uncapped ages spanned hundreds
+/// and outweighed the dead space (DESIGN §9.1). Not on NAND, where the cap gained nothing
+/// measured and a nearly full small device refused more synced overwrites with it.
+const AGE_CAP: u64 = 32;
 
 /// The best victim so far without and with the open copy block's room: score and block.
 type Best = [Option<(Score, u32)>; 2];
@@ -219,14 +225,19 @@ impl<F: Flash> Fs<F> {
             return None;
         }
         let now = self.store.cp_number() as u32 & 0xFF_FFFF;
-        let age = (now.wrapping_sub(age) & 0xFF_FFFF) as u64 + 1;
+        let mut age = (now.wrapping_sub(age) & 0xFF_FFFF) as u64 + 1;
+        if p.geometry.flash_kind() == FlashKind::Nor {
+            age = age.min(AGE_CAP);
+        }
         // Moving a live file inode rewrites the directory page that points to it as well: an
         // inode's bytes cost about a directory page each (at least 8 times their own size).
+        // Moving a live index node rewrites the nodes above it: its bytes cost the tree's
+        // depth.
         const C: u64 = 160;
-        let c160 = if e.kind() == LogKind::Inode {
-            (p.dir_page as u64).max(8 * C)
-        } else {
-            C
+        let c160 = match e.kind() {
+            LogKind::Inode => (p.dir_page as u64).max(8 * C),
+            LogKind::Index => p.index_depth() as u64 * C,
+            _ => C,
         };
         let free = (bs - live) * C;
         Some(if urgent {
