@@ -713,7 +713,7 @@ fn synced_random_writes_release_collected_blocks_in_batches() {
 /// random writes of 256 B and 1 KiB have scattered a file's blocks over 16 MiB of 4 KiB NOR
 /// sectors, half of it the file, synced random 4 KiB writes copy about half their data. With
 /// ages uncapped, collection chose blocks many checkpoints old and half live over younger
-/// ones with more dead space, and copied two-thirds.
+/// ones with more dead space, and copied 62%.
 #[test]
 fn collection_after_scattering_writes_copies_little() {
     let mut fs = Fs::mount(nor_4k(16 << 20), Config::default()).unwrap();
