@@ -461,13 +461,13 @@ impl Params {
         (self.index_node - NODE_HEADER - 8) / 4
     }
 
-    /// Levels of the index tree of a file as large as the device (1 to 4): how many nodes a
-    /// live index node's move rewrites, itself and those above it.
+    /// Levels of the index tree of a file as large as the device (1 to [`MAX_DEPTH`]): how
+    /// many nodes a live index node's move rewrites, itself and those above it.
     pub fn index_depth(&self) -> u32 {
         let cap = self.geometry.capacity();
         let mut span = self.data_block as u64 * self.index_fanout() as u64;
         let mut depth = 1;
-        while depth < 4 && span < cap {
+        while depth < MAX_DEPTH as u32 && span < cap {
             span = span.saturating_mul(self.index_fanout() as u64);
             depth += 1;
         }
