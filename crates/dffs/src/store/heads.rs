@@ -17,6 +17,14 @@ use crate::format::params::NandSupport;
 use crate::format::params::{LogKind, MAX_HEADS, NODE_HEADER};
 use dffs_flash::{Flash, FlashKind, PagePairing};
 
+/// Paired-page NAND: pages a recovery probes past the first erased page it finds before it
+/// takes that page for the end of a head's run ([`Store::recover_head`]). A node is never
+/// placed over an upper page whose lower page holds durable data, so the pages from the
+/// protected mark `P` to the next one that takes data run up to `P + 2` (the even pages up
+/// to `P + 2` are upper pages of protected lower ones): three pages, and four after a
+/// recovery's own one-page gap. One more for margin.
+const GAP_PROBE_PAIRED: u32 = 5;
+
 /// An open block of a log, with the NAND write buffer of its current page.
 #[derive(Clone, Debug)]
 pub struct Head {
@@ -246,8 +254,20 @@ impl<F: Flash> Store<F> {
                 // Pages programmed since the checkpoint form a run, except that every earlier
                 // recovery without a checkpoint after it left one page unwritten (and a cut
                 // program may read as erased): binary search for the first erased page, and
-                // when one of the two pages after it is programmed, it was such a gap: search
-                // again beyond it.
+                // when one of the pages after it is programmed, it was such a gap: search
+                // again beyond it. Two pages cover those gaps; paired-page NAND leaves longer
+                // ones: a node is never placed over an upper page whose lower page holds
+                // durable data (`placement`), so after a barrier a node may start up to four
+                // pages on (even pages below the protected mark plus three are upper pages of
+                // protected lower ones), after a recovery's own gap. With two, a recovery
+                // took such a gap for the end of the run, continued inside it and programmed
+                // a page a second time (`NopExceeded`: every later write said `EIO`; `dffs
+                // torture --preset nand-mlc-1g --chain 30 --config default --compress lz4
+                // --workload log --seed 31002`).
+                let window = match g.page_pairing() {
+                    PagePairing::None => 2,
+                    _ => GAP_PROBE_PAIRED,
+                };
                 let mut lo = off.div_ceil(ps);
                 loop {
                     let mut hi = ppb;
@@ -260,7 +280,7 @@ impl<F: Flash> Store<F> {
                         }
                     }
                     let mut gap = false;
-                    for next in [lo + 1, lo + 2] {
+                    for next in lo + 1..=lo + window {
                         if next < ppb && !erased(self, next)? {
                             lo = next + 1;
                             gap = true;
