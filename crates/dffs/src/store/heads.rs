@@ -256,14 +256,10 @@ impl<F: Flash> Store<F> {
                 // program may read as erased): binary search for the first erased page, and
                 // when one of the pages after it is programmed, it was such a gap: search
                 // again beyond it. Two pages cover those gaps; paired-page NAND leaves longer
-                // ones: a node is never placed over an upper page whose lower page holds
-                // durable data (`placement`), so after a barrier a node may start up to four
-                // pages on (even pages below the protected mark plus three are upper pages of
-                // protected lower ones), after a recovery's own gap. With two, a recovery
-                // took such a gap for the end of the run, continued inside it and programmed
-                // a page a second time (`NopExceeded`: every later write said `EIO`; `dffs
-                // torture --preset nand-mlc-1g --chain 30 --config default --compress lz4
-                // --workload log --seed 31002`).
+                // ones (`GAP_PROBE_PAIRED`). With two there, a recovery took such a gap for the
+                // end of the run and programmed a page a second time (`NopExceeded`, then
+                // `EIO` from every write; `dffs torture --preset nand-mlc-1g --chain 30
+                // --config default --compress lz4 --workload log --seed 31002`).
                 let window = match g.page_pairing() {
                     PagePairing::None => 2,
                     _ => GAP_PROBE_PAIRED,
