@@ -244,7 +244,9 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
             }
             let b = dffs_sim::preset::parse_size(text)
                 .and_then(|b| u32::try_from(b).ok())
-                .ok_or_else(|| format!("invalid erase size '{text}' (examples: 4KiB, 64KiB)"))?;
+                .ok_or_else(|| {
+                    format!("invalid erase size '{text}' (examples: 4KiB, 32KiB, 64KiB)")
+                })?;
             Some(b)
         }
     };

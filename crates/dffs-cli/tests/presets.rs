@@ -56,6 +56,7 @@ fn presets_json() {
     );
     assert_eq!(round3(nor["raw_read_mb_s"].as_f64().unwrap()), 40.0);
     assert_eq!(nor["nop"], 0);
+    assert_eq!(nor["erase_sizes"], serde_json::json!([4096, 32768, 65536]));
     assert!(slc.get("raw_write_mb_s_4k_erase").is_none());
 }
 
@@ -70,6 +71,11 @@ fn presets_table_names_every_preset() {
     assert!(text.contains("7.41"));
     assert!(text.contains("26.3"));
     assert!(text.contains("0.0794"));
+    // 32 KiB blocks: 128 programs of 410.5 µs and a 120 ms erase per 32,768 B.
+    assert!(
+        text.contains("nor-qspi-16m with 32 KiB erase blocks (512 blocks): raw write 0.190 MB/s"),
+        "{text}"
+    );
 }
 
 #[test]

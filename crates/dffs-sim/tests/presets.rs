@@ -69,6 +69,14 @@ fn hand_values() -> Vec<HandValue> {
         ),
         (
             "nor-qspi-16m",
+            Some(32768),
+            32768.0 / (128.0 * (20e-6 + 256.0 * 1.5e-6 + 100e-9 + 256.0 * 25e-9) + 120e-3),
+            32768.0 / (100e-9 + 32768.0 * 25e-9),
+            0.190,
+            40.0,
+        ),
+        (
+            "nor-qspi-16m",
             Some(4096),
             4096.0 / (16.0 * (20e-6 + 256.0 * 1.5e-6 + 100e-9 + 256.0 * 25e-9) + 45e-3),
             4096.0 / (100e-9 + 4096.0 * 25e-9),
@@ -120,6 +128,10 @@ fn full_page_times_are_exact() {
     assert_eq!(
         nor.with_erase_size(4096).unwrap().erase_block_ps(),
         45_000_000_000
+    );
+    assert_eq!(
+        nor.with_erase_size(32768).unwrap().erase_block_ps(),
+        120_000_000_000
     );
 }
 
@@ -200,6 +212,14 @@ fn partitions_and_erase_sizes() {
     // 4 KiB sectors, then back to 64 KiB blocks.
     let small = nor.with_erase_size(4096).unwrap();
     assert_eq!(small.with_erase_size(65536).unwrap(), nor);
+    // 32 KiB blocks: the same 16 MiB in 512 blocks of 128 pages.
+    let mid = small.with_erase_size(32768).unwrap();
+    assert_eq!(
+        (mid.geometry.blocks, mid.geometry.pages_per_block),
+        (512, 128)
+    );
+    assert_eq!(mid.geometry.capacity(), nor.geometry.capacity());
+    assert_eq!(mid.with_erase_size(65536).unwrap(), nor);
     // A 1 MiB NOR partition with 4 KiB sectors.
     let tiny = small.with_size_bytes(1 << 20).unwrap();
     assert_eq!(tiny.geometry.blocks, 256);

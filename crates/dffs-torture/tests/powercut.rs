@@ -572,6 +572,8 @@ fn chained_cuts_on_one_device() {
         // (seed 11 then), and passes again, seed 11 wedging at cut 89, since checkpoints
         // subtract a spilled update's blocks (seeds 8, 10, 11 and 12 wedge).
         ("nor-qspi-16m", Some(4096), 256, Workload::Churn, 100, 7),
+        // 2 MiB of 32 KiB blocks (the part's third erase size: 64 blocks of 128 pages).
+        ("nor-qspi-16m", Some(32768), 64, Workload::Mixed, 30, 7),
         ("nand-slc-128m", None, 24, Workload::Mixed, 120, 7),
         ("nand-slc-128m", None, 24, Workload::Log, 80, 7),
         ("nand-mlc-1g", None, 24, Workload::Churn, 80, 7),

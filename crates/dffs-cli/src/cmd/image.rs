@@ -68,7 +68,7 @@ pub fn with_erase_size(base: Preset, text: Option<&str>) -> Result<Preset, CliEr
         .and_then(|b| u32::try_from(b).ok())
         .ok_or_else(|| {
             CliError::msg(format!(
-                "invalid erase size '{text}' (examples: 4KiB, 64KiB)"
+                "invalid erase size '{text}' (examples: 4KiB, 32KiB, 64KiB)"
             ))
         })?;
     if bytes == base.geometry.block_size() {

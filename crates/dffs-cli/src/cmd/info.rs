@@ -44,7 +44,7 @@ pub struct Args {
     /// or above the chip's capacity a larger chip of its geometry, up to 4 GiB here.
     #[arg(long, value_name = "SIZE", requires = "ram", conflicts_with = "image")]
     pub size: Option<String>,
-    /// With --ram and no image, NOR only: the erase block size to use (`4KiB`, `64KiB`; the
+    /// With --ram and no image, NOR only: the erase block size to use (`4KiB`, `32KiB`, `64KiB`; the
     /// preset's own otherwise).
     #[arg(long, value_name = "SIZE", requires = "ram", conflicts_with = "image")]
     pub erase_size: Option<String>,

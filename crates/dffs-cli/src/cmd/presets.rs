@@ -182,14 +182,19 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     }
     writeln!(out)?;
     for p in &all {
-        if let Some(b) = write_4k(p) {
-            let q = p.with_erase_size(4096)?;
+        for o in p.erase_options {
+            if o.bytes == p.geometry.block_size() {
+                continue;
+            }
+            let q = p.with_erase_size(o.bytes)?;
             writeln!(
                 out,
-                "{} with 4 KiB erase sectors ({} blocks): raw write {} MB/s",
+                "{} with {} KiB erase {} ({} blocks): raw write {} MB/s",
                 p.name,
+                o.bytes / 1024,
+                if o.bytes == 4096 { "sectors" } else { "blocks" },
                 q.geometry.blocks,
-                sig3(b / 1e6)
+                sig3(q.raw_write_bytes_per_s() / 1e6)
             )?;
         }
     }
