@@ -217,8 +217,11 @@ impl BlockRecord {
         let (ec, live, info) = (r.u32()?, r.u32()?, r.u32()?);
         let state = BlockState::from_u8((info & 0xF) as u8).ok_or(Error::Corrupt)?;
         let kind = LogKind::from_u8(((info >> 4) & 0xF) as u8).ok_or(Error::Corrupt)?;
-        // A free block holds nothing live (an invariant every checkpoint keeps).
-        if live > block_size || (state.is_free() && live != 0) {
+        // A free block holds nothing live, nor does the journal's erased next block (an
+        // invariant every checkpoint keeps; a forged `Reserved` record with live bytes became
+        // a free block with them after a recovery).
+        let empty = state.is_free() || state == BlockState::Reserved;
+        if live > block_size || (empty && live != 0) {
             return Err(Error::Corrupt);
         }
         Ok(BlockRecord {
