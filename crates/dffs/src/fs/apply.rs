@@ -9,7 +9,8 @@
 
 use crate::error::{Error, Result};
 use crate::format::attrs::{Attrs, Ino};
-use crate::format::params::{Addr, LogKind};
+use crate::format::extents::Extent;
+use crate::format::params::{Addr, LogKind, Params};
 use crate::fs::Fs;
 use crate::index::dir::{name_key, DirRoot, Slot, PLACEHOLDER};
 use crate::index::file::{blocks_for, Content, FileNode};
@@ -349,7 +350,7 @@ impl<F: Flash> Fs<F> {
             self.make_dirty(ino)?;
             self.load_file(ino)?.node.clone()
         };
-        if *size > p.max_file_size() {
+        if *size > p.max_file_size() || !extents.extents().iter().all(|e| extent_fits(&p, e)) {
             return Err(Error::Corrupt);
         }
         let mut dead: Vec<Addr> = Vec::new();
@@ -555,5 +556,20 @@ impl<F: Flash> Fs<F> {
                 BlockInfo::new(BlockState::Used, LogKind::DataHot, e.live),
             );
         }
+    }
+}
+
+/// Whether every block of extent `e` points inside the device: a run's blocks lie `stride`
+/// units apart, so a damaged record's run could otherwise reach past the last address (or
+/// past `u32`). A compressed block's pointer names its node, which must be on the device.
+fn extent_fits(p: &Params, e: &Extent) -> bool {
+    if e.addr.is_none() {
+        return true;
+    }
+    let last = e.addr.0 as u64 + (e.count as u64 - 1) * p.stride() as u64;
+    if e.addr.is_packed() {
+        last < u32::MAX as u64 && p.addr_valid(e.addr.node())
+    } else {
+        last <= Addr::MAX as u64 && p.addr_valid(e.addr) && p.addr_valid(Addr(last as u32))
     }
 }
