@@ -137,6 +137,7 @@ enum Damage {
     },
 }
 
+#[derive(Debug)]
 struct Case {
     image: usize,
     damage: Vec<Damage>,
@@ -585,6 +586,9 @@ fn check_case(img: &Image, nodes: &[FoundNode], case: &Case, stats: &Stats) -> O
                 Error::NoSpace,
             ];
             if !clean.contains(&e) {
+                if std::env::var_os("DFFS_HOSTILE_SHOW_UNUSUAL").is_some() {
+                    eprintln!("unusual mount error {e:?}: {case:?}");
+                }
                 stats.other_err.fetch_add(1, Ordering::Relaxed);
                 *stats
                     .unusual

@@ -323,3 +323,34 @@ fn block_table_record_of_a_written_block_forged_to_reserved() {
     }
     assert!(forged >= 8, "{forged} records forged");
 }
+
+#[test]
+fn journal_records_naming_missing_inodes_make_the_mount_say_corrupt() {
+    // The corruption run at seed 43 forged two fields of one journal record of the "nor-cut"
+    // image (re-signed); replaying it failed the mount with NotFound (ENOENT, as if the
+    // caller's path were missing). A record the file system wrote always applies: one that
+    // does not is damage.
+    let imgs = images();
+    let img = imgs
+        .iter()
+        .find(|i| i.name == "nor-cut")
+        .expect("nor-cut image");
+    let nodes = scan_nodes(&img.dev);
+    let n = nodes[347];
+    assert!(
+        n.typ.is_journal(),
+        "node 347 of nor-cut is a journal record, not {:?}",
+        n.typ
+    );
+    for (off, width, value) in [(11usize, 1usize, 4699u64), (8, 4, 0xFFFF_FFFE)] {
+        let mut dev = img.dev.fresh_copy();
+        let at = n.at + 24 + off;
+        dev.data[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+        resign(&mut dev.data, n.at);
+        dev.budget = 2_000_000;
+        match dffs::Fs::mount(dev, dffs::Config::smallest()) {
+            Ok(_) => panic!("{:?} forged at {off}: mounted", n.typ),
+            Err(e) => assert_eq!(e, dffs::Error::Corrupt, "{:?} forged at {off}", n.typ),
+        }
+    }
+}

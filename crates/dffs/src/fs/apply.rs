@@ -386,10 +386,10 @@ impl<F: Flash> Fs<F> {
                 // it (provisional then: `Fs::provisional_bytes`): count it, once.
                 let (new_blocks, new_nodes) = self.mapped_beyond(ino, &new, &old_blocks)?;
                 for a in new_blocks {
-                    self.claim_replayed_data(a);
+                    self.claim_replayed_data(a)?;
                 }
                 for a in new_nodes {
-                    self.claim_replayed(a, p.align(p.index_node));
+                    self.claim_replayed(a, p.align(p.index_node))?;
                 }
             }
             node.content = new;
@@ -464,7 +464,7 @@ impl<F: Flash> Fs<F> {
                 // Data written after the checkpoint: count it and keep its blocks allocated.
                 for (b, a) in extents.iter_blocks(stride) {
                     if again.binary_search(&b).is_err() {
-                        self.claim_replayed_data(a);
+                        self.claim_replayed_data(a)?;
                     }
                 }
             }
@@ -534,19 +534,29 @@ impl<F: Flash> Fs<F> {
     }
 
     /// During replay: counts file block pointer `a` live (a compressed block: its whole node).
-    fn claim_replayed_data(&mut self, a: Addr) {
-        if let Some((at, len)) = self.data_extent(a) {
-            self.claim_replayed(at, len);
+    fn claim_replayed_data(&mut self, a: Addr) -> Result<()> {
+        match self.data_extent(a) {
+            Some((at, len)) => self.claim_replayed(at, len),
+            None => Ok(()),
         }
     }
 
     /// During replay: counts `bytes` at `a` live and keeps its block from the allocator.
-    fn claim_replayed(&mut self, a: Addr, bytes: u32) {
+    /// `Corrupt` for a block no node written after the checkpoint can lie in: the journal's
+    /// reserved next block (recovery frees it, and a damaged record crediting it left a free
+    /// block with live bytes: the `mount` fuzzer), an anchor or a bad block.
+    fn claim_replayed(&mut self, a: Addr, bytes: u32) -> Result<()> {
         let p = self.store.p();
         if !p.addr_valid(a) {
-            return;
+            return Ok(());
         }
         let blk = p.block_of(a);
+        if matches!(
+            self.store.block(blk).state(),
+            BlockState::Reserved | BlockState::Anchor | BlockState::Bad
+        ) {
+            return Err(Error::Corrupt);
+        }
         self.store.count_replayed_erase(blk);
         self.store.add_live(a, bytes);
         let e = self.store.block(blk);
@@ -556,6 +566,7 @@ impl<F: Flash> Fs<F> {
                 BlockInfo::new(BlockState::Used, LogKind::DataHot, e.live),
             );
         }
+        Ok(())
     }
 }
 

@@ -656,7 +656,7 @@ impl<F: Flash> Fs<F> {
             if tid != 0 && committed.binary_search(&tid).is_err() {
                 continue;
             }
-            self.apply(&rec)?;
+            self.apply(&rec).map_err(replay_error)?;
         }
         for c in &tags[next_tag..] {
             self.apply_tag_commit(c)?;
@@ -762,5 +762,26 @@ impl<F: Flash> Fs<F> {
     /// Gives the device back without writing anything (as if power were cut).
     pub fn into_flash(self) -> F {
         self.store.into_flash()
+    }
+}
+
+/// The mount's error for a journal record that does not apply: a record the file system
+/// wrote always does, so one naming an inode or entry that is not there, or asking what the
+/// tree refuses, is damage (`Corrupt`), not an answer about the caller's path (`ENOENT` from a
+/// mount, a corruption run at seed 43). Device, memory and power errors stay as they are.
+fn replay_error(e: Error) -> Error {
+    match e {
+        Error::NotFound
+        | Error::Exists
+        | Error::NotDir
+        | Error::IsDir
+        | Error::NotEmpty
+        | Error::NameTooLong
+        | Error::Invalid
+        | Error::TooBig
+        | Error::Loop
+        | Error::TooManyLinks
+        | Error::BadHandle => Error::Corrupt,
+        e => e,
     }
 }
