@@ -339,30 +339,38 @@ impl<F: Flash> Fs<F> {
                 ));
             }
         }
-        // Every inode map entry must have been reached.
-        // Inode numbers beyond what the map can hold are free: a hostile `ino_high` must not
-        // turn this into billions of lookups.
-        let high = (self.map.high as u64).min(self.map.capacity()) as u32;
+        // Every inode map entry must have been reached. Only the map pages that exist are
+        // read: a hostile `ino_high` or a deep tree must not turn this into billions of
+        // lookups.
+        let high = self.map.high;
         let orphans: BTreeSet<Ino> = self.open.orphans().into_iter().collect();
-        for ino in 1..high {
-            match self.map.get(&mut self.store, ino) {
-                Ok(MapEntry::Free) => {}
-                Ok(MapEntry::Dir(_)) if !w.dirs.contains(&ino) => w
+        let mut used = Vec::new();
+        match self
+            .map
+            .for_each_used(&mut self.store, &mut |ino, e| used.push((ino, e)))
+        {
+            Ok(()) => {}
+            Err(Error::PowerLoss) => return Err(Error::PowerLoss),
+            Err(e) => w.rep.error(format!("inode map unreadable ({e})")),
+        }
+        for (ino, e) in used {
+            if ino == 0 || ino >= high {
+                w.rep.error(format!(
+                    "inode map entry of inode {ino} is {e:?}, past the highest inode number {high}"
+                ));
+                continue;
+            }
+            match e {
+                MapEntry::Dir(_) if !w.dirs.contains(&ino) => w
                     .rep
                     .error(format!("directory inode {ino} is not reachable")),
-                Ok(MapEntry::File { .. } | MapEntry::Linked(_)) if !w.files.contains(&ino) => {
+                MapEntry::File { .. } | MapEntry::Linked(_) if !w.files.contains(&ino) => {
                     w.rep.error(format!("file inode {ino} is not reachable"))
                 }
-                Ok(MapEntry::Orphan) if !orphans.contains(&ino) => w
+                MapEntry::Orphan if !orphans.contains(&ino) => w
                     .rep
                     .warn(format!("inode {ino} is an orphan with no open handle")),
-                Ok(_) => {}
-                Err(Error::PowerLoss) => return Err(Error::PowerLoss),
-                Err(e) => {
-                    w.rep
-                        .error(format!("inode map unreadable at inode {ino} ({e})"));
-                    break;
-                }
+                _ => {}
             }
         }
         if self.counts.files as u64 != w.rep.files + orphans.len() as u64 {

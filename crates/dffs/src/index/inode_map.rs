@@ -100,12 +100,20 @@ pub struct InodeMap {
     pub hint: u32,
     /// One more than the highest inode number in use.
     pub high: u32,
+    /// Inode numbers at or above this are never used on this device: every inode in use has
+    /// an 8-byte map entry, so there are fewer than capacity / 8 of them (the bound a
+    /// checkpoint's `ino_high` is checked against). A journal record naming one is forged.
+    limit: u64,
     leaf_n: u32,
     fanout: u32,
     page_size: u32,
     cache: Lru<MapPage>,
     cache_max: usize,
 }
+
+/// What [`InodeMap::traverse`] calls per page: address, level, index, whether the address is
+/// the page's live copy on flash, and the page's contents when known.
+type PageVisitor<'a> = dyn FnMut(Addr, u8, u32, bool, Option<&PageData>) + 'a;
 
 impl InodeMap {
     /// A map over an existing root (from a checkpoint), caching at most `cache_max` pages
@@ -121,8 +129,11 @@ impl InodeMap {
         InodeMap {
             root,
             depth,
-            hint: hint.max(1),
+            // Every number from `high` up is free, so a hint above it (forged, or left by an
+            // allocation that failed) only makes the search skip free numbers.
+            hint: hint.clamp(1, high.max(2)),
             high: high.max(2),
+            limit: p.geometry.capacity() / 8,
             leaf_n: p.map_leaf_entries(),
             fanout: p.map_fanout(),
             page_size: p.map_page,
@@ -228,10 +239,24 @@ impl InodeMap {
 
     /// Loads (or creates) the page at (`level`, `index`), loading its ancestors first.
     fn load<F: Flash>(&mut self, st: &mut Store<F>, level: u8, index: u32) -> Result<usize> {
+        self.load_or_create(st, level, index, true)?
+            .ok_or(Error::Corrupt)
+    }
+
+    /// Loads the page at (`level`, `index`) and its ancestors. A page never written (all its
+    /// entries free) is created as a new dirty page if `create`, else `None` is returned and
+    /// nothing is cached: a lookup must not leave pages for the next checkpoint to write.
+    fn load_or_create<F: Flash>(
+        &mut self,
+        st: &mut Store<F>,
+        level: u8,
+        index: u32,
+        create: bool,
+    ) -> Result<Option<usize>> {
         let t = self.cache.bump();
         if let Some(i) = self.find(level, index) {
             self.cache.get_mut(i).used = t;
-            return Ok(i);
+            return Ok(Some(i));
         }
         let addr = if level + 1 == self.depth {
             if index != 0 {
@@ -239,21 +264,25 @@ impl InodeMap {
             }
             self.root
         } else {
-            let pi = self.load(st, level + 1, index / self.fanout)?;
+            let Some(pi) = self.load_or_create(st, level + 1, index / self.fanout, create)? else {
+                return Ok(None);
+            };
             match &self.cache.get(pi).item.data {
                 PageData::Interior(v) => v[(index % self.fanout) as usize].0,
                 PageData::Leaf(_) => return Err(Error::Corrupt),
             }
         };
         // A page that was never written is new (dirty); one read from flash is clean.
-        let (page, dirty) = if addr.is_none() {
+        let (page, dirty) = if addr.is_some() {
+            (self.decode_page(st, addr, level, index)?, false)
+        } else if create {
             (self.empty_page(level, index), true)
         } else {
-            (self.decode_page(st, addr, level, index)?, false)
+            return Ok(None);
         };
         let used = self.cache.now();
         self.make_room(st)?;
-        Ok(self.cache.push_with(page, dirty, used))
+        Ok(Some(self.cache.push_with(page, dirty, used)))
     }
 
     /// Drops the least recently used clean page (never the root) when the cache is full.
@@ -276,7 +305,9 @@ impl InodeMap {
         if ino == 0 || ino as u64 >= self.capacity() || ino >= self.high {
             return Ok(MapEntry::Free);
         }
-        let li = self.load(st, 0, ino / self.leaf_n)?;
+        let Some(li) = self.load_or_create(st, 0, ino / self.leaf_n, false)? else {
+            return Ok(MapEntry::Free);
+        };
         match &self.cache.get(li).item.data {
             PageData::Leaf(v) => MapEntry::from_u64(v[(ino % self.leaf_n) as usize]),
             PageData::Interior(_) => Err(Error::Corrupt),
@@ -318,7 +349,7 @@ impl InodeMap {
 
     /// Sets the entry of `ino` (growing the tree as needed).
     pub fn set<F: Flash>(&mut self, st: &mut Store<F>, ino: Ino, e: MapEntry) -> Result<()> {
-        if ino == 0 {
+        if ino == 0 || ino as u64 >= self.limit {
             return Err(Error::Corrupt);
         }
         while ino as u64 >= self.capacity() {
@@ -369,7 +400,7 @@ impl InodeMap {
         let mut ino = self.hint.max(2);
         loop {
             if ino >= self.high {
-                if ino == u32::MAX {
+                if ino == u32::MAX || ino as u64 >= self.limit {
                     return Err(Error::NoSpace);
                 }
                 return Ok(ino);
@@ -521,6 +552,52 @@ impl InodeMap {
         st: &mut Store<F>,
         f: &mut dyn FnMut(Addr, u8, u32),
     ) -> Result<()> {
+        self.traverse(st, false, &mut |a, level, index, on_flash, _| {
+            if on_flash {
+                f(a, level, index)
+            }
+        })
+    }
+
+    /// Calls `f` for every inode number whose entry is not free, for fsck. Only pages that
+    /// exist (on flash or in RAM) are visited, so the cost follows the pages written, never
+    /// the inode numbers the tree could hold.
+    pub fn for_each_used<F: Flash>(
+        &mut self,
+        st: &mut Store<F>,
+        f: &mut dyn FnMut(Ino, MapEntry),
+    ) -> Result<()> {
+        let leaf_n = self.leaf_n as u64;
+        let mut bad = false;
+        self.traverse(st, true, &mut |_, _, index, _, data| {
+            if let Some(PageData::Leaf(v)) = data {
+                for (k, &e) in v.iter().enumerate() {
+                    if e == 0 {
+                        continue;
+                    }
+                    let ino = index as u64 * leaf_n + k as u64;
+                    match (Ino::try_from(ino), MapEntry::from_u64(e)) {
+                        (Ok(ino), Ok(e)) => f(ino, e),
+                        _ => bad = true,
+                    }
+                }
+            }
+        })?;
+        if bad {
+            return Err(Error::Corrupt);
+        }
+        Ok(())
+    }
+
+    /// Depth-first walk of the pages that exist (see [`PageVisitor`]): `f` gets each page's address, level, index,
+    /// whether that address is its live copy on flash (not a dirty page about to move), and
+    /// its contents when known (leaves read from flash only if `leaves`).
+    fn traverse<F: Flash>(
+        &mut self,
+        st: &mut Store<F>,
+        leaves: bool,
+        f: &mut PageVisitor<'_>,
+    ) -> Result<()> {
         if self.depth == 0 {
             return Ok(());
         }
@@ -529,33 +606,35 @@ impl InodeMap {
             let cached = self
                 .find(level, index)
                 .map(|i| (self.cache.get(i).dirty, self.cache.get(i).item.data.clone()));
-            let data = match cached {
-                Some((dirty, data)) => {
-                    if !dirty && a.is_some() {
-                        f(a, level, index);
-                    }
-                    data
-                }
-                None => {
-                    if a.is_none() {
-                        continue;
-                    }
-                    f(a, level, index);
-                    if level == 0 {
-                        continue;
-                    }
-                    self.decode_page(st, a, level, index)?.data
-                }
+            let (on_flash, data) = match cached {
+                Some((dirty, data)) => (!dirty && a.is_some(), Some(data)),
+                None if a.is_none() => continue,
+                None if level == 0 && !leaves => (true, None),
+                None => (true, Some(self.decode_page(st, a, level, index)?.data)),
             };
-            if let PageData::Interior(v) = data {
-                for (k, (ca, _)) in v.iter().enumerate() {
-                    let ci = index * self.fanout + k as u32;
-                    if ca.is_some() || self.find(level - 1, ci).is_some() {
-                        stack.push((*ca, level - 1, ci));
-                    }
-                }
+            f(a, level, index, on_flash, data.as_ref());
+            if let Some(PageData::Interior(v)) = &data {
+                self.push_children(&mut stack, level, index, v);
             }
         }
         Ok(())
+    }
+
+    fn push_children(
+        &self,
+        stack: &mut Vec<(Addr, u8, u32)>,
+        level: u8,
+        index: u32,
+        v: &[(Addr, u32)],
+    ) {
+        for (k, (ca, _)) in v.iter().enumerate() {
+            // Children past the last inode number hold nothing a lookup can reach.
+            let Ok(ci) = u32::try_from(index as u64 * self.fanout as u64 + k as u64) else {
+                break;
+            };
+            if ca.is_some() || self.find(level - 1, ci).is_some() {
+                stack.push((*ca, level - 1, ci));
+            }
+        }
     }
 }
