@@ -324,8 +324,9 @@ pub fn verify_file(
 }
 
 /// Writes the device operations between `before` and `after` by cause into `m`:
-/// `reads_<cause>`, `programs_<cause>` and `erases_<cause>` for every [`dffs::Cause`] (e.g.
-/// `programs_gc_copy`), each key prefixed with `prefix`. Nothing when either is `None`.
+/// `reads_<cause>`, `programs_<cause>`, `erases_<cause>`, `program_bytes_<cause>` and
+/// `read_bytes_<cause>` for every [`dffs::Cause`] (e.g. `programs_gc_copy`), each key prefixed
+/// with `prefix`. Nothing when either is `None`.
 pub fn put_causes(
     m: &mut serde_json::Map<String, serde_json::Value>,
     prefix: &str,
@@ -341,6 +342,8 @@ pub fn put_causes(
             ("reads", a.reads[i], b.reads[i]),
             ("programs", a.programs[i], b.programs[i]),
             ("erases", a.erases[i], b.erases[i]),
+            ("program_bytes", a.program_bytes[i], b.program_bytes[i]),
+            ("read_bytes", a.read_bytes[i], b.read_bytes[i]),
         ] {
             m.insert(
                 format!("{prefix}{what}_{}", c.name()),
@@ -348,6 +351,45 @@ pub fn put_causes(
             );
         }
     }
+}
+
+/// Simulated device time by cause, for a device whose operations cost what the file system
+/// counts (NOR: no spare area, so the bytes DFFS counts are the bytes the simulator times):
+/// `time_pct_<cause>`, the share of `total_ps` each [`dffs::Cause`] took with `timing`'s
+/// costs, and `time_pct_other_device` for what no cause covers (the device's time outside the
+/// file system's counts). Nothing when either count is `None` or `total_ps` is 0.
+pub fn put_cause_times(
+    m: &mut serde_json::Map<String, serde_json::Value>,
+    timing: &dffs_sim::Timing,
+    before: Option<dffs::CauseCounts>,
+    after: Option<dffs::CauseCounts>,
+    total_ps: u64,
+) {
+    let (Some(b), Some(a), true) = (before, after, total_ps > 0) else {
+        return;
+    };
+    let d = |x: &[u64; dffs::Cause::COUNT], y: &[u64; dffs::Cause::COUNT], i: usize| {
+        x[i].saturating_sub(y[i]) as u128
+    };
+    let mut covered = 0u128;
+    for c in dffs::Cause::ALL {
+        let i = c as usize;
+        let ps = d(&a.programs, &b.programs, i) * timing.prog_setup_ps as u128
+            + d(&a.program_bytes, &b.program_bytes, i) * timing.prog_byte_ps as u128
+            + d(&a.reads, &b.reads, i) * timing.read_setup_ps as u128
+            + d(&a.read_bytes, &b.read_bytes, i) * timing.read_byte_ps as u128
+            + d(&a.erases, &b.erases, i) * timing.erase_ps as u128;
+        covered += ps;
+        m.insert(
+            format!("time_pct_{}", c.name()),
+            crate::devices::round(100.0 * ps as f64 / total_ps as f64).into(),
+        );
+    }
+    let rest = (total_ps as u128).saturating_sub(covered);
+    m.insert(
+        "time_pct_other_device".into(),
+        crate::devices::round(100.0 * rest as f64 / total_ps as f64).into(),
+    );
 }
 
 #[cfg(test)]

@@ -191,6 +191,21 @@ fn nor_rows_and_raw_limits() {
         .count();
     assert!(writes >= 6, "{writes} write rows");
     assert_eq!(causes_add_up(&v), writes);
+    // On NOR the operations and bytes counted by cause, at the device's costs, are the whole
+    // of the row's simulated time: the shares add up to 100% and nothing is left over.
+    for r in rows(&v).iter().filter(|r| {
+        r["fs"] == "dffs" && r["ok"] == true && r["case"].as_str().unwrap().contains("write")
+    }) {
+        let m = r["metrics"].as_object().unwrap();
+        let shares: f64 = m
+            .iter()
+            .filter(|(k, _)| k.starts_with("time_pct_"))
+            .map(|(_, v)| v.as_f64().unwrap())
+            .sum();
+        assert!((shares - 100.0).abs() < 0.05, "{shares}: {r}");
+        assert!(m["time_pct_other_device"].as_f64().unwrap() < 0.01, "{r}");
+        assert!(m["time_pct_data"].as_f64().unwrap() > 5.0, "{r}");
+    }
     check_rows(
         &v,
         &[

@@ -162,6 +162,9 @@ fn a_signal_unmounts_cleanly_and_reports_the_flash_cost() {
             causes["data"]["programs"].as_u64().unwrap() >= 100_000 / 2048,
             "{v}"
         );
+        // The file's 100,000 bytes, in whole pages.
+        let data_bytes = causes["data"]["program_bytes"].as_u64().unwrap();
+        assert!((100_000..=100_000 + 2048).contains(&data_bytes), "{v}");
         assert!(causes["mount"]["reads"].as_u64().unwrap() > 0, "{v}");
         // A clean image: the file is there, fsck is happy, no WAL is left.
         assert_eq!(

@@ -49,4 +49,4 @@ pub use fs::{
     StatFs,
 };
 pub use fs::{Clock, NoClock};
-pub use store::{Cause, CauseCounts, OpCounts};
+pub use store::{Cause, CauseCounts, OpCounts, OpTotals};

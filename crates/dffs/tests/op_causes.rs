@@ -1,5 +1,5 @@
-//! Device operations counted by cause (`OpCounts::by_cause`): every read, program and erase is
-//! counted under exactly one cause, and each phase lands where it should — synced file data
+//! Device operations counted by cause (`OpCounts::by_cause`): every read, program, erase and
+//! programmed byte is counted under exactly one cause, and each phase lands where it should — synced file data
 //! under `data` and `journal`, a checkpoint's records under `checkpoint`, garbage collection
 //! under `gc_read`/`gc_copy`, everything a mount does under `mount`.
 
@@ -16,6 +16,37 @@ fn assert_complete(c: &OpCounts) {
     assert_eq!(sum(&c.by_cause.erases), c.erases, "{c:?}");
 }
 
+/// The bytes counted by cause are the bytes the device was asked to move: on NOR exactly
+/// what the simulator counts; on NAND that less the spare-area bytes it counts for each page
+/// operation that touches its OOB (at most one spare area per operation).
+fn assert_bytes(fs: &Fs<SimFlash>, c: &OpCounts, dev: &dffs_sim::Stats) {
+    let g = fs.params().geometry;
+    for (what, counted, ops, moved) in [
+        (
+            "programs",
+            sum(&c.by_cause.program_bytes),
+            c.programs,
+            dev.bytes_programmed,
+        ),
+        (
+            "reads",
+            sum(&c.by_cause.read_bytes),
+            c.reads,
+            dev.bytes_read,
+        ),
+    ] {
+        if g.oob_size == 0 {
+            assert_eq!(counted, moved, "{what}: {c:?}");
+        } else {
+            assert!(counted <= moved, "{what}: {counted}: {c:?} {dev:?}");
+            assert!(
+                moved - counted <= ops * g.oob_size as u64,
+                "{what}: {counted}: {c:?} {dev:?}"
+            );
+        }
+    }
+}
+
 fn fresh(name: &str, blocks: u32) -> Fs<SimFlash> {
     let dev = SimFlash::new(preset(name).unwrap().with_blocks(blocks).unwrap()).unwrap();
     let dev = Fs::format(dev, &FormatOptions::default()).unwrap();
@@ -26,6 +57,7 @@ fn causes_on(name: &str) {
     let mut fs = fresh(name, 64);
     let page = fs.params().geometry.page_size as usize;
     let before = fs.op_counts();
+    let dev_before = fs.flash().stats();
     let st = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
     let fh = fs.open(st.ino, OpenFlags::RW).unwrap();
     let data = vec![0x5Au8; 8 * page];
@@ -33,6 +65,16 @@ fn causes_on(name: &str) {
     fs.fsync(fh).unwrap();
     let w = fs.op_counts().since(&before);
     assert_complete(&w);
+    assert_bytes(&fs, &w, &fs.flash().stats().since(&dev_before));
+    // The file's bytes are programmed once, with what each block carries beside them: a
+    // NAND page each (the tag is in the OOB), or on NOR a 256-byte slot with its CRC, in
+    // nodes with a header each.
+    let data_b = w.by_cause.program_bytes[Cause::Data as usize];
+    assert!(data_b >= data.len() as u64, "{name}: {data_b}: {w:?}");
+    assert!(
+        data_b <= data.len() as u64 * 9 / 8,
+        "{name}: {data_b}: {w:?}"
+    );
     let (data_p, journal_p) = (
         w.by_cause.programs[Cause::Data as usize],
         w.by_cause.programs[Cause::Journal as usize],
@@ -77,6 +119,7 @@ fn causes_on(name: &str) {
     fs.close(fh).unwrap();
     fs.close(kh).unwrap();
     let before = fs.op_counts();
+    let dev_before = fs.flash().stats();
     let mut any = false;
     for _ in 0..200 {
         let r = fs.gc_step(64).unwrap();
@@ -87,6 +130,11 @@ fn causes_on(name: &str) {
     }
     let g = fs.op_counts().since(&before);
     assert_complete(&g);
+    assert_bytes(&fs, &g, &fs.flash().stats().since(&dev_before));
+    assert!(
+        g.by_cause.program_bytes[Cause::GcCopy as usize] > 0,
+        "{name}: {g:?}"
+    );
     assert!(any, "{name}: garbage collection found nothing to do");
     assert!(
         g.by_cause.reads[Cause::GcRead as usize] > 0,
@@ -99,15 +147,20 @@ fn causes_on(name: &str) {
     assert_eq!(g.by_cause.reads[Cause::Data as usize], 0, "{name}: {g:?}");
 
     let dev = fs.unmount().unwrap();
+    let dev_before = dev.stats();
     let mut fs = Fs::mount(dev, Config::default()).unwrap();
-    let m = fs.info().mount_cost;
+    // The counts start at zero with the mount: right after it they are the mount's cost,
+    // which `Info::mount_cost` keeps the totals of.
+    let m = fs.op_counts();
     assert_complete(&m);
+    assert_bytes(&fs, &m, &fs.flash().stats().since(&dev_before));
     assert!(m.reads > 0);
     assert_eq!(
         m.by_cause.reads[Cause::Mount as usize],
         m.reads,
         "{name}: {m:?}"
     );
+    assert_eq!(fs.info().mount_cost, m.totals());
     assert_complete(&fs.op_counts());
 }
 

@@ -23,7 +23,9 @@ use dffs_sim::SharedSim;
 use crate::content::{rng, Content, Rng};
 use crate::devices::{describe, device_preset, new_device, raw_read, raw_write, round, Measure};
 use crate::dffs_fs::DffsDriver;
-use crate::fsapi::{put_causes, Driver, End, FsError, FsResult, OpenMode, Session};
+use crate::fsapi::{
+    put_cause_times, put_causes, Driver, End, FsError, FsResult, OpenMode, Session,
+};
 use crate::report::{table, Column, Row, SuiteReport};
 use crate::suites::progress;
 use crate::{littlefs, Options, Scale};
@@ -272,6 +274,8 @@ struct Run {
     ram: usize,
     /// The file system's operation counts by cause before and after the run (DFFS).
     causes: (Option<dffs::CauseCounts>, Option<dffs::CauseCounts>),
+    /// The device's operation costs (for the time by cause).
+    timing: Option<dffs_sim::Timing>,
 }
 
 impl Run {
@@ -287,6 +291,15 @@ impl Run {
         r.set("accesses", self.accesses);
         r.set("failed_accesses", self.failed);
         put_causes(&mut r.metrics, "", self.causes.0, self.causes.1);
+        if let Some(t) = &self.timing {
+            put_cause_times(
+                &mut r.metrics,
+                t,
+                self.causes.0,
+                self.causes.1,
+                self.m.stats.sim_ps,
+            );
+        }
         if self.failed > 0 {
             r.fail(format!(
                 "{} on {} of {} accesses (counted as time without bytes)",
@@ -327,7 +340,10 @@ fn writes(
     pos: &mut u64,
     rng: &mut Rng,
 ) -> FsResult<Run> {
-    let mut run = Run::default();
+    let mut run = Run {
+        timing: Some(sim.lock().preset().timing),
+        ..Run::default()
+    };
     s.take_peak_ram();
     run.causes.0 = s.op_causes();
     let start = sim.stats();
@@ -469,7 +485,10 @@ fn reads(
     random: bool,
     rng: &mut Rng,
 ) -> FsResult<Run> {
-    let mut run = Run::default();
+    let mut run = Run {
+        timing: Some(sim.lock().preset().timing),
+        ..Run::default()
+    };
     s.take_peak_ram();
     run.causes.0 = s.op_causes();
     let start = sim.stats();
@@ -843,5 +862,67 @@ pub fn tables(out: &mut dyn Write, rep: &SuiteReport) -> std::io::Result<()> {
             higher_is_better: false,
         },
         &[],
-    )
+    )?;
+    cause_table(out, rep)
+}
+
+/// Where DFFS's simulated device time goes in each write row: the share of each cause
+/// (`time_pct_<cause>`, from the operations and bytes DFFS counts by cause and the device's
+/// costs), the main causes in columns and the rest summed.
+fn cause_table(out: &mut dyn Write, rep: &SuiteReport) -> std::io::Result<()> {
+    const COLS: [&str; 6] = ["data", "journal", "index", "map", "gc_copy", "gc_read"];
+    let rows: Vec<&Row> = rep
+        .results
+        .iter()
+        .filter(|r| {
+            r.fs == "dffs" && r.case.contains("write") && r.metrics.contains_key("time_pct_data")
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nnor — DFFS simulated device time by cause, % of the row's time"
+    )?;
+    write!(
+        out,
+        "  {:<16} {:>7} {:>5} {:>8}",
+        "case", "access", "fill", "KB/s"
+    )?;
+    for c in COLS {
+        write!(out, " {c:>8}")?;
+    }
+    writeln!(out, " {:>8}", "rest")?;
+    for r in rows {
+        let num = |k: &str| r.metrics.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+        let param = |k: &str| {
+            r.params
+                .get(k)
+                .and_then(|v| v.as_u64())
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into())
+        };
+        write!(
+            out,
+            "  {:<16} {:>7} {:>5} {:>8.1}",
+            r.case,
+            param("access_size"),
+            param("fill_pct"),
+            num("kb_s")
+        )?;
+        let mut rest = 0.0;
+        for (k, v) in &r.metrics {
+            if let Some(c) = k.strip_prefix("time_pct_") {
+                if !COLS.contains(&c) {
+                    rest += v.as_f64().unwrap_or(0.0);
+                }
+            }
+        }
+        for c in COLS {
+            write!(out, " {:>8.1}", num(&format!("time_pct_{c}")))?;
+        }
+        writeln!(out, " {rest:>8.1}")?;
+    }
+    Ok(())
 }

@@ -446,6 +446,8 @@ fn one(
                 two.reads[i] += c4.reads[i] - c3.reads[i];
                 two.programs[i] += c4.programs[i] - c3.programs[i];
                 two.erases[i] += c4.erases[i] - c3.erases[i];
+                two.program_bytes[i] += c4.program_bytes[i] - c3.program_bytes[i];
+                two.read_bytes[i] += c4.read_bytes[i] - c3.read_bytes[i];
             }
             Some(two)
         }

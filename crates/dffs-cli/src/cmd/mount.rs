@@ -161,8 +161,8 @@ fn report_line(image: &Path, s: &Stats, when: &str, simulated: bool) -> String {
 
 /// The `--stats` file: the flash's totals for the session (mount and unmount included) and,
 /// when the library's counts are known, the same operations by cause (`by_cause`: what each
-/// read, program and erase was for, see `dffs::Cause`; the unmount's final checkpoint, counted
-/// by the flash only, is the `unmount` entry).
+/// read, program, erase and byte moved was for, see `dffs::Cause`; the unmount's final
+/// checkpoint, counted by the flash only, is the `unmount` entry).
 fn write_json(path: &Path, s: &Stats, ops: Option<&dffs::OpCounts>) -> std::io::Result<()> {
     let mut v = serde_json::json!({
         "reads": s.reads,
@@ -180,6 +180,8 @@ fn write_json(path: &Path, s: &Stats, ops: Option<&dffs::OpCounts>) -> std::io::
                     "reads": o.by_cause.reads[i],
                     "programs": o.by_cause.programs[i],
                     "erases": o.by_cause.erases[i],
+                    "program_bytes": o.by_cause.program_bytes[i],
+                    "read_bytes": o.by_cause.read_bytes[i],
                 }),
             );
         }

@@ -31,7 +31,7 @@ use crate::index::dir::Dirs;
 use crate::index::file::{IndexCache, IndexTree};
 use crate::index::inode_map::InodeMap;
 use crate::journal::{JournalWriter, Tid};
-use crate::store::{OpCounts, Store};
+use crate::store::{OpTotals, Store};
 use crate::vec_map::VecMap;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -183,7 +183,7 @@ struct MountState {
     /// Journal replay is running.
     replaying: bool,
     /// Device operations the mount cost.
-    mount_cost: OpCounts,
+    mount_cost: OpTotals,
     /// The last journal scan ended on bytes that were programmed but are not a valid record
     /// (a program cut by power loss).
     journal_garbage: bool,

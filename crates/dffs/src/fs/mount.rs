@@ -118,11 +118,12 @@ impl<F: Flash> Fs<F> {
         };
         let st = Box::new(Store::new(flash, p));
         let mut fs = Box::new(Fs::assemble(st, cfg, clock));
-        fs.mount.mount_cost = fs.store.counts();
+        // The totals alone: a copy of the counts by cause would sit on the stack under the
+        // whole mount.
+        let before = fs.store.totals();
         match fs.load() {
             Ok(()) => {
-                let now = fs.store.counts();
-                fs.mount.mount_cost = now.since(&fs.mount.mount_cost);
+                fs.mount.mount_cost = fs.store.totals().since(&before);
                 Ok(fs)
             }
             Err(e) => {

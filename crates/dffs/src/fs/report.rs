@@ -8,7 +8,7 @@ use crate::format::params::{Addr, Params};
 use crate::fs::files::handles::Handle;
 use crate::fs::inodes::CachedFile;
 use crate::fs::Fs;
-use crate::store::{BlockState, OpCounts};
+use crate::store::{BlockState, OpCounts, OpTotals};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use dffs_flash::Flash;
@@ -49,8 +49,9 @@ pub struct Info {
     pub erase_count: (u32, f64, u32),
     /// Erase count of every block.
     pub erase_counts: Vec<u32>,
-    /// Operations the last mount cost.
-    pub mount_cost: OpCounts,
+    /// Operations the last mount cost (by cause: [`Fs::op_counts`] right after the mount,
+    /// since the counts start at zero when the device is mounted).
+    pub mount_cost: OpTotals,
     /// RAM held by the mounted file system.
     pub ram_bytes: usize,
     /// Whether the last mount had to replay a journal (the previous session did not end

@@ -103,6 +103,11 @@ pub struct CauseCounts {
     pub programs: [u64; Cause::COUNT],
     /// Erase operations.
     pub erases: [u64; Cause::COUNT],
+    /// Bytes programmed (data only: NAND OOB bytes are not counted). On NOR, where a
+    /// program's time is mostly per byte, this says more than the count of programs.
+    pub program_bytes: [u64; Cause::COUNT],
+    /// Bytes read (data only, as for `program_bytes`).
+    pub read_bytes: [u64; Cause::COUNT],
 }
 
 impl CauseCounts {
@@ -114,6 +119,8 @@ impl CauseCounts {
             reads: d(&self.reads, &earlier.reads),
             programs: d(&self.programs, &earlier.programs),
             erases: d(&self.erases, &earlier.erases),
+            program_bytes: d(&self.program_bytes, &earlier.program_bytes),
+            read_bytes: d(&self.read_bytes, &earlier.read_bytes),
         }
     }
 }
@@ -148,6 +155,53 @@ impl OpCounts {
             uncorrectable: self.uncorrectable - earlier.uncorrectable,
             recovered: self.recovered - earlier.recovered,
             by_cause: self.by_cause.since(&earlier.by_cause),
+        }
+    }
+}
+
+/// The totals of [`OpCounts`] without the counts by cause: what the file system keeps of the
+/// last mount's cost (a copy of the counts by cause would hold 440 bytes of RAM for as long
+/// as the file system is mounted; [`OpCounts`] read right after the mount gives them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpTotals {
+    /// Read operations (one per NAND page touched, one per NOR access).
+    pub reads: u64,
+    /// Program operations.
+    pub programs: u64,
+    /// Erase operations.
+    pub erases: u64,
+    /// Reads that came back corrected by ECC.
+    pub corrected: u64,
+    /// Reads that came back uncorrectable (every attempt counts).
+    pub uncorrectable: u64,
+    /// Uncorrectable reads that a retry read correctly.
+    pub recovered: u64,
+}
+
+impl OpTotals {
+    /// The difference `self - earlier`.
+    pub fn since(&self, earlier: &OpTotals) -> OpTotals {
+        OpTotals {
+            reads: self.reads - earlier.reads,
+            programs: self.programs - earlier.programs,
+            erases: self.erases - earlier.erases,
+            corrected: self.corrected - earlier.corrected,
+            uncorrectable: self.uncorrectable - earlier.uncorrectable,
+            recovered: self.recovered - earlier.recovered,
+        }
+    }
+}
+
+impl OpCounts {
+    /// The totals alone.
+    pub fn totals(&self) -> OpTotals {
+        OpTotals {
+            reads: self.reads,
+            programs: self.programs,
+            erases: self.erases,
+            corrected: self.corrected,
+            uncorrectable: self.uncorrectable,
+            recovered: self.recovered,
         }
     }
 }
@@ -246,7 +300,7 @@ impl<F: Flash> Medium<F> {
             None => Vec::new(),
         };
         bytes.resize((ps - off as u64) as usize, 0);
-        self.count_read();
+        self.count_read(bytes.len());
         let st = self
             .flash
             .read(page, off, &mut bytes, &mut [])
@@ -281,14 +335,16 @@ impl<F: Flash> Medium<F> {
         self.counts.recovered += 1;
     }
 
-    fn count_read(&mut self) {
+    fn count_read(&mut self, bytes: usize) {
         self.counts.reads += 1;
         self.counts.by_cause.reads[self.cause as usize] += 1;
+        self.counts.by_cause.read_bytes[self.cause as usize] += bytes as u64;
     }
 
-    fn count_program(&mut self) {
+    fn count_program(&mut self, bytes: usize) {
         self.counts.programs += 1;
         self.counts.by_cause.programs[self.cause as usize] += 1;
+        self.counts.by_cause.program_bytes[self.cause as usize] += bytes as u64;
     }
 
     fn count_erase(&mut self) {
@@ -326,7 +382,7 @@ impl<F: Flash> Medium<F> {
     ) -> Result<EccStatus> {
         let mut tries = 0;
         loop {
-            self.count_read();
+            self.count_read(data.len());
             let st = self
                 .flash
                 .read(page, offset, data, oob)
@@ -357,7 +413,7 @@ impl<F: Flash> Medium<F> {
                 if buf.is_empty() {
                     return Ok(EccStatus::Clean);
                 }
-                self.count_read();
+                self.count_read(buf.len());
                 let st = self
                     .flash
                     .read((pos / ps) as u32, (pos % ps) as u32, buf, &mut [])
@@ -400,7 +456,7 @@ impl<F: Flash> Medium<F> {
         let ps = self.g.page_size as u64;
         match self.g.flash_kind() {
             FlashKind::Nand => {
-                self.count_program();
+                self.count_program(data.len());
                 self.cached = None;
                 self.flash
                     .program((pos / ps) as u32, (pos % ps) as u32, data, oob)
@@ -411,7 +467,7 @@ impl<F: Flash> Medium<F> {
                     let p = pos + done as u64;
                     let off = (p % ps) as u32;
                     let n = ((ps - off as u64) as usize).min(data.len() - done);
-                    self.count_program();
+                    self.count_program(n);
                     self.flash
                         .program((p / ps) as u32, off, &data[done..done + n], &[])?;
                     done += n;

@@ -24,7 +24,7 @@ pub(crate) use block_table::{
 };
 pub(crate) use heads::{Head, Heads};
 use medium::Medium;
-pub use medium::{Cause, CauseCounts, OpCounts};
+pub use medium::{Cause, CauseCounts, OpCounts, OpTotals};
 
 use crate::error::{Error, Result};
 use crate::format::node::{self, NodeBuilder, NodeType, Probe};
@@ -501,6 +501,11 @@ impl<F: Flash> Store<F> {
     /// Device operations issued so far.
     pub fn counts(&self) -> OpCounts {
         self.medium.counts
+    }
+
+    /// Their totals (without copying the counts by cause).
+    pub fn totals(&self) -> OpTotals {
+        self.medium.counts.totals()
     }
 
     /// The device.
