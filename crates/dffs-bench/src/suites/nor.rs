@@ -279,6 +279,14 @@ struct Run {
 }
 
 impl Run {
+    /// An empty run on `sim`'s device (whose costs give the time by cause).
+    fn on(sim: &SharedSim) -> Run {
+        Run {
+            timing: Some(sim.lock().preset().timing),
+            ..Run::default()
+        }
+    }
+
     fn row(&self, fs: &str, case: &str, access: u64, fill: Option<u32>) -> Row {
         let mut r = Row::new(fs, case).param("access_size", access);
         if let Some(f) = fill {
@@ -340,10 +348,7 @@ fn writes(
     pos: &mut u64,
     rng: &mut Rng,
 ) -> FsResult<Run> {
-    let mut run = Run {
-        timing: Some(sim.lock().preset().timing),
-        ..Run::default()
-    };
+    let mut run = Run::on(sim);
     s.take_peak_ram();
     run.causes.0 = s.op_causes();
     let start = sim.stats();
@@ -485,10 +490,7 @@ fn reads(
     random: bool,
     rng: &mut Rng,
 ) -> FsResult<Run> {
-    let mut run = Run {
-        timing: Some(sim.lock().preset().timing),
-        ..Run::default()
-    };
+    let mut run = Run::on(sim);
     s.take_peak_ram();
     run.causes.0 = s.op_causes();
     let start = sim.stats();
