@@ -167,6 +167,8 @@ pub fn images() -> Vec<Image> {
         ("nor-clean", nor_geometry(96), 150, 0),
         ("nor-journal", nor_geometry(96), 40, 1),
         ("nor-cut", nor_geometry(96), 40, 2),
+        // 8 KiB blocks: a format of 4-byte address units (FORMAT §3).
+        ("nor-large-journal", nor_large_geometry(48), 40, 1),
     ] {
         let dev = build(geo, many, state);
         let mut probe = dev.fresh_copy();
@@ -372,7 +374,8 @@ fn node_at(data: &[u8], at: usize, limit: usize) -> Option<FoundNode> {
     Some(FoundNode { at, typ, len, seq })
 }
 
-/// Every valid node on the device (8-byte aligned, never crossing an erase block).
+/// Every valid node on the device (at 4-byte steps: the smallest address unit, NOR's since
+/// 2026-12-02, NAND's is 8; never crossing an erase block).
 pub fn scan_nodes(dev: &RamFlash) -> Vec<FoundNode> {
     let bs = dev.geo.block_size() as usize;
     let mut v = Vec::new();
@@ -382,9 +385,9 @@ pub fn scan_nodes(dev: &RamFlash) -> Vec<FoundNode> {
         match node_at(&dev.data, at, limit) {
             Some(n) => {
                 v.push(n);
-                at += n.len.div_ceil(8) * 8;
+                at += n.len.div_ceil(4) * 4;
             }
-            None => at += 8,
+            None => at += 4,
         }
     }
     v
@@ -408,8 +411,8 @@ pub fn resign(data: &mut [u8], at: usize) -> bool {
     true
 }
 
-/// Re-signs every plausible node header at 8-byte alignment (what the fuzz targets do so that
-/// mutations reach the decoders instead of dying at the CRC).
+/// Re-signs every plausible node header at 4-byte alignment (the smallest address unit; what
+/// the fuzz targets do so that mutations reach the decoders instead of dying at the CRC).
 pub fn resign_all(dev: &mut RamFlash) {
     let mut at = 0;
     while at + 24 <= dev.data.len() {
@@ -419,7 +422,7 @@ pub fn resign_all(dev: &mut RamFlash) {
         {
             resign(&mut dev.data, at);
         }
-        at += 8;
+        at += 4;
     }
 }
 
@@ -527,6 +530,19 @@ pub fn tiny_base(nor: bool, journal: bool) -> &'static RamFlash {
     &v[(nor as usize) * 2 + journal as usize]
 }
 
+/// The tiny NOR base images of 8 KiB erase blocks ([`tiny_nor_large_geometry`]), whose
+/// format takes 4-byte address units: (clean, journal tail).
+pub fn tiny_nor_large_base(journal: bool) -> &'static RamFlash {
+    static BASES: std::sync::OnceLock<Vec<RamFlash>> = std::sync::OnceLock::new();
+    let v = BASES.get_or_init(|| {
+        [false, true]
+            .into_iter()
+            .map(|j| build_tiny(tiny_nor_large_geometry(), j))
+            .collect()
+    });
+    &v[journal as usize]
+}
+
 /// Reads input bytes; past the end everything reads as zero.
 pub struct Input<'a>(pub &'a [u8]);
 
@@ -599,7 +615,7 @@ pub fn apply_patch(dev: &mut RamFlash, inp: &mut Input<'_>) {
         }
         _ => {
             let value = u32::from_le_bytes([inp.u8(), inp.u8(), inp.u8(), inp.u8()]);
-            let start = (off % dev.data.len()) & !7;
+            let start = (off % dev.data.len()) & !3;
             let mut at = start;
             let mut found = None;
             while at + 24 <= dev.data.len() && at < start + 4096 {
@@ -607,7 +623,7 @@ pub fn apply_patch(dev: &mut RamFlash, inp: &mut Input<'_>) {
                     found = Some(at);
                     break;
                 }
-                at += 8;
+                at += 4;
             }
             if let Some(at) = found {
                 let nlen =
@@ -624,19 +640,19 @@ pub fn apply_patch(dev: &mut RamFlash, inp: &mut Input<'_>) {
 
 /// The device a fuzz input describes. First byte: bit 0 NOR, bit 1 journal tail, bit 2 re-sign
 /// every node afterwards, bit 3 start from an erased device, bit 4 the rest is a raw image
-/// (data areas then spare bytes) laid over the start of the device; otherwise the rest is
-/// patches (see [`apply_patch`]), at most `max_patches`.
+/// (data areas then spare bytes) laid over the start of the device, bit 5 (with bit 0) NOR of
+/// 8 KiB blocks and 4-byte address units; otherwise the rest is patches (see
+/// [`apply_patch`]), at most `max_patches`.
 pub fn device_from(inp: &mut Input<'_>, max_patches: usize) -> RamFlash {
     let mode = inp.u8();
     let nor = mode & 1 != 0;
-    let mut dev = if mode & 8 != 0 {
-        RamFlash::new(if nor {
-            tiny_nor_geometry()
-        } else {
-            tiny_nand_geometry()
-        })
-    } else {
-        tiny_base(nor, mode & 2 != 0).fresh_copy()
+    let large = nor && mode & 32 != 0;
+    let mut dev = match (mode & 8 != 0, large) {
+        (true, true) => RamFlash::new(tiny_nor_large_geometry()),
+        (true, false) if nor => RamFlash::new(tiny_nor_geometry()),
+        (true, false) => RamFlash::new(tiny_nand_geometry()),
+        (false, true) => tiny_nor_large_base(mode & 2 != 0).fresh_copy(),
+        (false, false) => tiny_base(nor, mode & 2 != 0).fresh_copy(),
     };
     if mode & 16 != 0 {
         dev.load_raw(inp.0);

@@ -361,6 +361,22 @@ pub fn tiny_nand_geometry() -> Geometry {
     }
 }
 
+/// NOR of 256-byte program pages and 8 KiB erase blocks, `blocks` of them: the smallest
+/// blocks that take 4-byte address units (FORMAT §3), which the 4 KiB sectors of
+/// [`nor_geometry`] and [`tiny_nor_geometry`] do not.
+pub fn nor_large_geometry(blocks: u32) -> Geometry {
+    Geometry {
+        pages_per_block: 32,
+        blocks,
+        ..nor_geometry(blocks)
+    }
+}
+
+/// The fuzz targets' NOR of 8 KiB erase blocks (4-byte address units): 24 of them.
+pub fn tiny_nor_large_geometry() -> Geometry {
+    nor_large_geometry(24)
+}
+
 /// The smallest NOR the fuzz targets use: 256-byte program pages, 2 KiB erase blocks.
 pub fn tiny_nor_geometry() -> Geometry {
     Geometry {

@@ -24,7 +24,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use dffs::format::node::NodeType;
-use dffs::{Error, FlashKind};
+use dffs::format::params::Params;
+use dffs::{Error, FlashKind, FormatOptions};
 use dffs_testkit::hostile::*;
 
 // ----- allocation cap -----------------------------------------------------------------------
@@ -371,7 +372,10 @@ fn cases_for(ix: usize, img: &Image, nodes: &[FoundNode], scale: usize, r: &mut 
     let used = dev.used_pages();
     let types = by_type(nodes);
     let nand = dev.geo.kind == FlashKind::Nand;
-    let unit_shift = 3; // small devices address 8-byte units
+    // The image's address unit (8 bytes on NAND and 4 KiB NOR sectors, 4 on larger NOR blocks;
+    // FORMAT §3), for damage that puts other nodes' addresses in place.
+    let unit_shift =
+        Params::for_geometry(dev.geo, &FormatOptions::default()).map_or(3, |p| p.addr_shift);
 
     // Checkpoints: every 4-byte field of the newest one (both copies), with hostile values and
     // with the addresses of other nodes (pointers out of place).

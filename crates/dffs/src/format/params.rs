@@ -14,6 +14,12 @@ pub const FORMAT_VERSION: u16 = 5;
 /// Bytes of the CRC that follows every file data block in a NOR data node (§9.2 of FORMAT.md).
 pub const DATA_CRC_LEN: u32 = 4;
 
+/// The smallest address unit a NOR format takes (`1 << 2` = 4 bytes; `Params::addr_shift`):
+/// chosen for blocks larger than 4 KiB.
+pub const MIN_ADDR_SHIFT_NOR: u8 = 2;
+/// The smallest address unit a NAND format takes (8 bytes), and NOR on 4 KiB sectors.
+pub const MIN_ADDR_SHIFT_NAND: u8 = 3;
+
 /// Why DFFS cannot use a device of geometry `g`, or `Ok` when it can: the geometry rules of
 /// [`Geometry::validate`] plus what the format needs (the NAND OOB tag must fit the free OOB
 /// bytes). Front ends show the reason before they write anything.
@@ -271,10 +277,19 @@ impl Params {
     pub fn for_geometry(g: Geometry, opts: &FormatOptions) -> Result<Params> {
         check_geometry(&g).map_err(|_| Error::NotSupported)?;
         let cap = g.capacity();
-        // Smallest unit (at least 8 bytes, and on NOR at least the write unit, so every node
-        // starts and ends on a programmable boundary) such that 31 bits address the device.
-        let mut shift = 3u8;
+        // Smallest unit (8 bytes; on NOR at least the write unit, so every node starts and
+        // ends on a programmable boundary) such that 31 bits address the device. On NOR the
+        // unit pads every data block and its 4-byte CRC to a slot: with 256-byte blocks 264
+        // bytes in 8-byte units, 260 in 4-byte units, so NOR blocks larger than 4 KiB take
+        // 4-byte units (since 2026-12-02; images formatted before keep theirs, the unit being
+        // a format parameter): a 64 KiB block holds 251 data blocks, not 248, and a 32 KiB
+        // block 125, not 123 (`dffs bench nor --erase-size 64KiB`: random 4 KiB writes at
+        // 80% fill +22%). A 4 KiB sector holds 15 either way.
+        let mut shift = MIN_ADDR_SHIFT_NAND;
         if g.flash_kind() == FlashKind::Nor {
+            if g.block_size() > 4096 {
+                shift = MIN_ADDR_SHIFT_NOR;
+            }
             while (1u32 << shift) < g.program_unit {
                 shift += 1;
             }
@@ -298,9 +313,15 @@ impl Params {
                 // On 512 or more sectors of 4 KiB (or less), a node of 64 pointers (288 B) is
                 // 7% of a sector, and collection, which moves a fragmented file's blocks one
                 // by one, rewrites a leaf for nearly every block it moves: 32 pointers (160 B)
-                // nearly halve that. Larger blocks, and smaller devices (whose files are
-                // small: a file of 8-16 KiB needs a second level at 32), keep 64.
-                let fanout = if g.block_size() <= 4096 && g.blocks >= 512 {
+                // nearly halve that. Smaller devices of such sectors (whose files are small: a
+                // file of 8-16 KiB needs a second level at 32) keep 64. Larger blocks take 56:
+                // a node of 256 bytes, one program page of the usual SPI NOR, where 64 pointers
+                // (288 B, before 2026-12-02) took a second program for 32 bytes and 11% more
+                // bytes for each leaf a checkpoint folds (`dffs bench nor --erase-size 64KiB`:
+                // random 4 KiB writes +6%).
+                let fanout = if g.block_size() > 4096 {
+                    56
+                } else if g.blocks >= 512 {
                     32
                 } else {
                     64
@@ -362,7 +383,11 @@ impl Params {
         // The range check below short-circuits before `unit` is used; a hostile shift must not
         // overflow here first.
         let unit = 1u32 << self.addr_shift.min(8);
-        let ok = self.addr_shift >= 3
+        let min_shift = match g.flash_kind() {
+            FlashKind::Nor => MIN_ADDR_SHIFT_NOR,
+            FlashKind::Nand => MIN_ADDR_SHIFT_NAND,
+        };
+        let ok = self.addr_shift >= min_shift
             && self.addr_shift <= 8
             && ((g.capacity() - 1) >> self.addr_shift) <= Addr::MAX as u64
             && self.data_block.is_power_of_two()
@@ -722,6 +747,62 @@ mod tests {
             ecc_step: 512,
             pairing: PagePairing::None,
         }
+    }
+
+    /// `nor-qspi-16m`'s geometry with erase blocks of `pages` 256-byte pages.
+    fn nor(pages: u32, blocks: u32) -> Geometry {
+        Geometry {
+            kind: FlashKind::Nor,
+            page_size: 256,
+            oob_size: 0,
+            oob_free_offset: 0,
+            oob_free_len: 0,
+            pages_per_block: pages,
+            blocks,
+            program_unit: 1,
+            nop: 0,
+            in_order: false,
+            ecc_strength: 0,
+            ecc_step: 256,
+            pairing: PagePairing::None,
+        }
+    }
+
+    /// NOR blocks larger than 4 KiB take 4-byte units (a 260-byte slot per 256-byte block)
+    /// and 256-byte index nodes; 4 KiB sectors keep 8-byte units (15 slots per sector either
+    /// way) and their fan-outs; a write unit of 8 bytes raises the unit to it; NAND images
+    /// with 4-byte units are corrupt, NOR ones are read.
+    #[test]
+    fn nor_units_and_index_nodes_by_block_size() {
+        let f = |g: Geometry| Params::for_geometry(g, &FormatOptions::default()).unwrap();
+        let big = f(nor(256, 256)); // 64 KiB blocks
+        assert_eq!(
+            (big.addr_shift, big.data_slot(), big.index_node, big.index_fanout()),
+            (2, 260, 256, 56)
+        );
+        assert_eq!((65536 - big.data_header()) / big.data_slot(), 251);
+        let mid = f(nor(128, 512)); // 32 KiB blocks
+        assert_eq!((mid.addr_shift, mid.data_slot(), mid.index_node), (2, 260, 256));
+        let small = f(nor(16, 4096)); // 4 KiB sectors, 16 MiB
+        assert_eq!(
+            (small.addr_shift, small.data_slot(), small.index_fanout()),
+            (3, 264, 32)
+        );
+        assert_eq!((4096 - small.data_header()) / small.data_slot(), 15);
+        assert_eq!(f(nor(16, 256)).index_fanout(), 64); // 1 MiB of 4 KiB sectors
+        let mut g = nor(256, 256);
+        g.program_unit = 8;
+        assert_eq!(f(g).addr_shift, 3);
+        // Read back: a NOR image of 4-byte units decodes; the same shift on NAND is corrupt.
+        let mut p = big;
+        p.anchors = [0, 1];
+        let mut w = Writer::default();
+        p.encode(&mut w);
+        assert_eq!(Params::decode(&mut Reader::new(&w.buf)), Ok(p));
+        let mut q = Params::for_geometry(slc(), &FormatOptions::default()).unwrap();
+        q.anchors = [0, 1];
+        q.addr_shift = 2;
+        assert_eq!(q.check(), Err(Error::Corrupt));
     }
 
     #[test]
