@@ -777,12 +777,20 @@ mod tests {
         let f = |g: Geometry| Params::for_geometry(g, &FormatOptions::default()).unwrap();
         let big = f(nor(256, 256)); // 64 KiB blocks
         assert_eq!(
-            (big.addr_shift, big.data_slot(), big.index_node, big.index_fanout()),
+            (
+                big.addr_shift,
+                big.data_slot(),
+                big.index_node,
+                big.index_fanout()
+            ),
             (2, 260, 256, 56)
         );
         assert_eq!((65536 - big.data_header()) / big.data_slot(), 251);
         let mid = f(nor(128, 512)); // 32 KiB blocks
-        assert_eq!((mid.addr_shift, mid.data_slot(), mid.index_node), (2, 260, 256));
+        assert_eq!(
+            (mid.addr_shift, mid.data_slot(), mid.index_node),
+            (2, 260, 256)
+        );
         let small = f(nor(16, 4096)); // 4 KiB sectors, 16 MiB
         assert_eq!(
             (small.addr_shift, small.data_slot(), small.index_fanout()),
