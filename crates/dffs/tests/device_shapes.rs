@@ -6,8 +6,13 @@
 //!   `NorFlashDevice` (they used to fail format with a bare `Io`): a strict mock driver refuses
 //!   unaligned writes and writes that would set a bit;
 //! - a bit of NOR file data that changes on flash is an error on read and in fsck, never
-//!   silently wrong data (NOR data CRCs used to be unchecked).
+//!   silently wrong data (NOR data CRCs used to be unchecked);
+//! - NOR blocks larger than 4 KiB take 4-byte address units and 256-byte index nodes, 4 KiB
+//!   sectors keep 8-byte units (FORMAT §3).
 
+use dffs::format::codec::{Reader, Writer};
+use dffs::format::params::Params;
+use dffs::Geometry;
 use dffs::{Config, Error, FormatOptions, Fs, NorFlashDevice, OpenFlags, ROOT_INO};
 use dffs_testkit::ram_flash::{nand_geometry, nor_geometry, RamFlash};
 use embedded_storage::nor_flash::{
@@ -250,4 +255,57 @@ fn a_changed_bit_of_nor_file_data_is_an_error_not_wrong_data() {
     assert_eq!(get(&mut fs, "other").unwrap(), pattern(9, 3000));
     let rep = fs.fsck().unwrap();
     assert!(!rep.is_clean(), "fsck must report the damaged data block");
+}
+
+/// `nor_geometry`'s chip with erase blocks of `pages` 256-byte pages.
+fn nor(pages: u32, blocks: u32) -> Geometry {
+    Geometry {
+        pages_per_block: pages,
+        ..nor_geometry(blocks)
+    }
+}
+
+/// NOR blocks larger than 4 KiB take 4-byte units (a 260-byte slot per 256-byte block) and
+/// 256-byte index nodes; 4 KiB sectors keep 8-byte units (15 slots per sector either way) and
+/// their fan-outs; a write unit of 8 bytes raises the unit to it; NAND images with 4-byte units
+/// are corrupt, NOR ones are read.
+#[test]
+fn nor_units_and_index_nodes_by_block_size() {
+    let f = |g: Geometry| Params::for_geometry(g, &FormatOptions::default()).unwrap();
+    let big = f(nor(256, 256)); // 64 KiB blocks
+    assert_eq!(
+        (
+            big.addr_shift,
+            big.data_slot(),
+            big.index_node,
+            big.index_fanout()
+        ),
+        (2, 260, 256, 56)
+    );
+    assert_eq!((65536 - big.data_header()) / big.data_slot(), 251);
+    let mid = f(nor(128, 512)); // 32 KiB blocks
+    assert_eq!(
+        (mid.addr_shift, mid.data_slot(), mid.index_node),
+        (2, 260, 256)
+    );
+    let small = f(nor(16, 4096)); // 4 KiB sectors, 16 MiB
+    assert_eq!(
+        (small.addr_shift, small.data_slot(), small.index_fanout()),
+        (3, 264, 32)
+    );
+    assert_eq!((4096 - small.data_header()) / small.data_slot(), 15);
+    assert_eq!(f(nor(16, 256)).index_fanout(), 64); // 1 MiB of 4 KiB sectors
+    let mut g = nor(256, 256);
+    g.program_unit = 8;
+    assert_eq!(f(g).addr_shift, 3);
+    // Read back: a NOR image of 4-byte units decodes; the same shift on NAND is corrupt.
+    let mut p = big;
+    p.anchors = [0, 1];
+    let mut w = Writer::default();
+    p.encode(&mut w);
+    assert_eq!(Params::decode(&mut Reader::new(&w.buf)), Ok(p));
+    let mut q = f(nand_geometry(1024));
+    q.anchors = [0, 1];
+    q.addr_shift = 2;
+    assert_eq!(q.check(), Err(Error::Corrupt));
 }
