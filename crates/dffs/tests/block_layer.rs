@@ -9,7 +9,6 @@
 //! - the table survives many checkpoints that each rewrote a few pages, remounts and a power
 //!   cut: contents equal the model and fsck is clean.
 
-use dffs::format::params::HeadLayout;
 use dffs::{Cause, Config, FormatOptions, Fs, Ino, OpenFlags, ROOT_INO};
 use dffs_sim::{preset::preset, Preset, SimFlash, Stats};
 
@@ -1306,59 +1305,4 @@ fn directories_of_few_entries_take_short_root_pages() {
         let want: Vec<Vec<u8>> = (0..3).map(|f| format!("f{f}").into_bytes()).collect();
         assert_eq!(names_in(&mut fs, *ino), want, "d{d}");
     }
-}
-
-/// On a device of few large blocks, each block a head holds open is room collection lacks:
-/// 2 MiB of 64 KiB NOR blocks (32), a file of half of it, synced random 4 KiB writes after a
-/// warm-up as large as the free space, then synced sequential 4 KiB overwrites from its
-/// start. The four heads such a device takes (`Compact`, FORMAT §6.3) take less simulated
-/// device time for both than the five of `Merged` did: 21.7 s and 39.7 s against 22.7 s and
-/// 44.2 s (printed by `cargo test --release -p dffs --test block_layer four_heads --
-/// --nocapture`; the quick NOR bench on this device, whose rows follow a sweep of smaller
-/// writes that scattered the file, gains more: DESIGN §7).
-#[test]
-fn four_heads_on_few_large_blocks_write_faster() {
-    let run = |heads: Option<HeadLayout>| {
-        let p = preset("nor-qspi-16m")
-            .unwrap()
-            .with_erase_size(65536)
-            .unwrap()
-            .with_size_bytes(2 << 20)
-            .unwrap();
-        let opts = FormatOptions {
-            heads,
-            ..FormatOptions::default()
-        };
-        let dev = Fs::format(SimFlash::new(p).unwrap(), &opts).unwrap();
-        let mut fs = Fs::mount(dev, Config::default()).unwrap();
-        let layout = fs.params().heads;
-        let (ino, mut model) = fill(&mut fs, 1 << 20);
-        let mut rng = Rng(0x4ead);
-        random_writes(&mut fs, ino, &mut model, 4096, 256, &mut rng);
-        let t0 = fs.flash().stats().sim_ps;
-        random_writes(&mut fs, ino, &mut model, 4096, 128, &mut rng);
-        let t1 = fs.flash().stats().sim_ps;
-        let fh = fs.open(ino, OpenFlags::RW).unwrap();
-        for k in 0..256usize {
-            let data = vec![k as u8; 4096];
-            fs.write(fh, k as u64 * 4096, &data).unwrap();
-            fs.fsync(fh).unwrap();
-            model[k * 4096..(k + 1) * 4096].copy_from_slice(&data);
-        }
-        fs.close(fh).unwrap();
-        let t2 = fs.flash().stats().sim_ps;
-        let (random_ms, seq_ms) = ((t1 - t0) / 1_000_000_000, (t2 - t1) / 1_000_000_000);
-        eprintln!("{layout:?}: 128 random 4 KiB writes {random_ms} ms, 256 sequential {seq_ms} ms");
-        let dev = fs.unmount().unwrap();
-        let mut fs = Fs::mount(dev, Config::default()).unwrap();
-        check(&mut fs, ino, &model);
-        (layout, random_ms, seq_ms)
-    };
-    let (layout, random_ms, seq_ms) = run(None);
-    assert_eq!(layout, HeadLayout::Compact);
-    let (_, merged_random, merged_seq) = run(Some(HeadLayout::Merged));
-    assert!(
-        random_ms < merged_random && seq_ms * 100 < merged_seq * 95,
-        "four heads: {random_ms} and {seq_ms} ms; five: {merged_random} and {merged_seq} ms"
-    );
 }
