@@ -310,14 +310,7 @@ fn damage_through_flash_mut_is_read_not_the_cached_page() {
 /// next small node counted nothing when its read failed and the node's alone did not.)
 #[test]
 fn a_node_is_read_past_an_uncorrectable_codeword_of_its_page() {
-    // Inodes in blocks of their own (the `Merged` layout; a device of 32 blocks would take
-    // `Compact`, whose metadata head mixes them with directory pages).
-    let dev = SimFlash::new(preset("nand-slc-128m").unwrap().with_blocks(32).unwrap()).unwrap();
-    let opts = FormatOptions {
-        heads: Some(dffs::format::params::HeadLayout::Merged),
-        ..FormatOptions::default()
-    };
-    let mut fs = Fs::mount(Fs::format(dev, &opts).unwrap(), Config::default()).unwrap();
+    let mut fs = fresh("nand-slc-128m", 32);
     let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
     for name in [&b"a"[..], b"b"] {
         let st = fs.create(d, name, 0o644, 0, 0).unwrap();
