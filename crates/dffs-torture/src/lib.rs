@@ -1553,6 +1553,13 @@ pub struct ChainReport {
     /// in a cut: DESIGN.md §15 item 6). Counted, not a failure, until every erase is recorded
     /// on flash before it is made.
     pub erase_counts_lost: u64,
+    /// At the end of the chain, the erases the device made that the recorded erase counts
+    /// miss: over every block, how far its recorded count fell behind the simulator's count
+    /// of its erases (cut erases included) since the first mount. The truth the lowered
+    /// counts above only sample: an erase never counted at all lowers nothing.
+    pub erases_uncounted: u64,
+    /// The same, the other way: how far recorded counts ran ahead of the erases made.
+    pub erases_overcounted: u64,
     /// The first failure; the chain stops there.
     pub failure: Option<String>,
 }
@@ -1595,6 +1602,14 @@ fn chain(
         .fs()
         .erase_counts()
         .map_err(|e| format!("erase counts: {e:?}"))?;
+    // Recorded minus made, per block, after the first mount (what format counts).
+    let drift = |rec: &[u32], made: &[u32]| -> Vec<i64> {
+        rec.iter()
+            .zip(made)
+            .map(|(&r, &m)| i64::from(r) - i64::from(m))
+            .collect()
+    };
+    let drift0 = drift(&counts, ex.fs().flash().erase_counts());
     let mut round = 0u64;
     while rep.cuts < cuts {
         round += 1;
@@ -1715,6 +1730,14 @@ fn chain(
     let r = fs.fsck().map_err(|e| format!("final fsck: {e:?}"))?;
     if !r.is_clean() {
         return Err(format!("final fsck: {:?}", r.errors));
+    }
+    let rec = fs
+        .erase_counts()
+        .map_err(|e| format!("final erase counts: {e:?}"))?;
+    for (d, d0) in drift(&rec, fs.flash().erase_counts()).iter().zip(&drift0) {
+        let moved = d - d0;
+        rep.erases_uncounted += (-moved).max(0) as u64;
+        rep.erases_overcounted += moved.max(0) as u64;
     }
     let t = read_tree(&mut fs)?;
     if t != model {

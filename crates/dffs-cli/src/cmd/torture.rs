@@ -366,6 +366,7 @@ fn run_chains(
     let started = Instant::now();
     let mut failed = Vec::new();
     let (mut cuts, mut rec, mut lost) = (0u64, 0u64, 0u64);
+    let (mut uncounted, mut over) = (0u64, 0u64);
     let mut reports = Vec::new();
     for seed in args.seed..args.seed.saturating_add(seeds) {
         for &w in workloads {
@@ -373,7 +374,7 @@ fn run_chains(
             let r = dffs_torture::run_chain(&opts, n, &mut |_, _| {});
             writeln!(
                 out,
-                "  {:<6} seed {seed:<4} {:>6} chained cuts ({} in recoveries) {:>6} recoveries {:>7} commits {:>5} ENOSPC {:>5} erase counts lost  {}",
+                "  {:<6} seed {seed:<4} {:>6} chained cuts ({} in recoveries) {:>6} recoveries {:>7} commits {:>5} ENOSPC {:>5} erase counts lost {:>5} erases uncounted {:>3} overcounted  {}",
                 w.name(),
                 r.cuts,
                 r.recovery_cuts,
@@ -381,6 +382,8 @@ fn run_chains(
                 r.commits,
                 r.nospace,
                 r.erase_counts_lost,
+                r.erases_uncounted,
+                r.erases_overcounted,
                 match &r.failure {
                     None => "ok".to_string(),
                     Some(m) => format!("FAILED: {m}"),
@@ -389,6 +392,8 @@ fn run_chains(
             cuts += r.cuts;
             rec += r.recovery_cuts;
             lost += r.erase_counts_lost;
+            uncounted += r.erases_uncounted;
+            over += r.erases_overcounted;
             if let Some(m) = &r.failure {
                 failed.push(format!("{} seed {seed}: {m}", w.name()));
             }
@@ -404,7 +409,7 @@ fn run_chains(
     }
     writeln!(
         out,
-        "torture --chain: {cuts} chained cuts ({rec} in recoveries), {} failures, {lost} erase counts lost ({:.1} s)",
+        "torture --chain: {cuts} chained cuts ({rec} in recoveries), {} failures, {lost} erase counts lost, {uncounted} erases uncounted, {over} overcounted ({:.1} s)",
         failed.len(),
         started.elapsed().as_secs_f64()
     )?;
