@@ -562,6 +562,13 @@ impl<F: Flash> Fs<F> {
         for &(b, _) in &data_blocks {
             self.store.count_replayed_erase(b);
         }
+        // The other free blocks taken since the checkpoint (their erase counts are advice:
+        // a walk that cannot read on leaves them as they are).
+        if any || !start.clean {
+            if let Err(Error::PowerLoss) = self.store.count_taken_erases(cp.next_seq) {
+                return Err(Error::PowerLoss);
+            }
+        }
         let last = scan.last_seq();
         self.store.set_seq(self.store.seq().max(last + 1));
         // Synced writes may have left commits in data page tags (nothing is written after a

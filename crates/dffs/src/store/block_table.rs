@@ -1286,6 +1286,19 @@ impl BlockTable {
             .collect()
     }
 
+    /// The blocks of one candidate list, in the order the allocator takes them (least worn
+    /// first, or most worn first for `old`), whether or not they are still free.
+    pub fn candidate_list(&self, old: bool) -> Vec<u32> {
+        let list = if old { &self.old } else { &self.young };
+        list.iter().map(|&(_, b)| b).collect()
+    }
+
+    /// Makes the next allocation find the candidates again (they were found for another
+    /// purpose).
+    pub fn forget_candidates(&mut self) {
+        self.cand_gen = self.free_gen.wrapping_sub(1);
+    }
+
     /// Starts finding the free-block candidates again: the store offers every free block
     /// outside the anchor area ([`BlockTable::offer`]), then calls
     /// [`BlockTable::end_candidates`].

@@ -53,6 +53,24 @@ pub enum Priority {
 /// Bytes of a data node header (type `Data`) before its payload.
 pub const DATA_HEADER: u32 = NODE_HEADER + 16;
 
+/// Blocks a mount walks at most in each order of the free pool, looking for those taken
+/// since the checkpoint ([`Store::count_taken_erases`]): a bound on the reads a mount after a
+/// cut spends on erase counts (a block each).
+const TAKEN_WALK: u32 = 32;
+
+/// What a block begins with, against a sequence number ([`Store::first_write`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FirstWrite {
+    /// Nothing: its first page (NOR: its first bytes) is erased.
+    Nothing,
+    /// Something written before the number.
+    Before,
+    /// Something written since.
+    Since,
+    /// Unreadable or garbage: a torn program or erase, since the checkpoint or before it.
+    Torn,
+}
+
 /// Blocks, heads and the device.
 pub(crate) struct Store<F: Flash> {
     /// The device.
@@ -973,47 +991,133 @@ impl<F: Flash> Store<F> {
     /// erased first page proves nothing: the erase of a block cut before its first program
     /// stays uncounted). Unreadable or newer: erased since, or an erase was cut.
     fn written_before(&mut self, b: u32, seq: u64) -> Result<bool> {
+        Ok(matches!(
+            self.first_write(b, seq)?,
+            FirstWrite::Before | FirstWrite::Nothing
+        ))
+    }
+
+    /// What block `b` begins with, against sequence number `seq` (a checkpoint's next one).
+    /// NAND reads the first page's tag alone (the tag holds 32 bits of the number: before
+    /// `seq` within half the range), NOR the first node header.
+    fn first_write(&mut self, b: u32, seq: u64) -> Result<FirstWrite> {
         let g = self.p.geometry;
         let pos = b as u64 * g.block_size() as u64;
         match g.flash_kind() {
             FlashKind::Nand => {
-                let mut data = alloc::vec![0u8; g.page_size as usize];
                 let page = (pos / g.page_size as u64) as u32;
-                let tag = match self.read_tagged_page(page, &mut data) {
-                    Ok((st, Ok(Some(t)))) if st != EccStatus::Uncorrectable => t,
-                    // Never programmed: no sign of an erase (see below).
-                    Ok((_, Ok(None))) => return Ok(true),
-                    Ok(_) | Err(Error::Io) | Err(Error::Corrupt) => return Ok(false),
+                Ok(match self.read_tagged_page(page, &mut []) {
+                    Ok((st, Ok(Some(t)))) if st != EccStatus::Uncorrectable => {
+                        if (seq as u32).wrapping_sub(t.seq).wrapping_sub(1) < 1 << 31 {
+                            FirstWrite::Before
+                        } else {
+                            FirstWrite::Since
+                        }
+                    }
+                    Ok((_, Ok(None))) => FirstWrite::Nothing,
+                    Ok(_) | Err(Error::Io) | Err(Error::Corrupt) => FirstWrite::Torn,
                     Err(e) => return Err(e),
-                };
-                // The tag holds 32 bits of the number: before `seq` within half the range.
-                Ok((seq as u32).wrapping_sub(tag.seq).wrapping_sub(1) < 1 << 31)
+                })
             }
             FlashKind::Nor => {
                 let mut buf = [0u8; NODE_HEADER as usize];
                 match self.read(pos, &mut buf) {
                     Ok(()) => {}
-                    Err(Error::Io) | Err(Error::Corrupt) => return Ok(false),
+                    Err(Error::Io) | Err(Error::Corrupt) => return Ok(FirstWrite::Torn),
                     Err(e) => return Err(e),
                 }
                 Ok(match node::probe(&buf, g.block_size()) {
-                    Probe::Header(h) => h.seq < seq,
-                    Probe::Padding | Probe::Erased => true,
-                    Probe::Garbage => false,
+                    Probe::Header(h) if h.seq < seq => FirstWrite::Before,
+                    Probe::Header(_) => FirstWrite::Since,
+                    Probe::Garbage => FirstWrite::Torn,
+                    Probe::Padding => FirstWrite::Before,
+                    Probe::Erased => FirstWrite::Nothing,
                 })
             }
         }
     }
 
+    /// During a mount after a power cut, after replay's first pass (bad-block swaps applied)
+    /// and before its second (the table still the checkpoint's): counts the erase of every
+    /// free block the allocator took since the checkpoint that shows it, whether or not
+    /// anything replay applies is in it (unsynced data a cut lost, a journal block the cut
+    /// left unnamed). Between two checkpoints the free pool only shrinks (collected blocks
+    /// come back with a checkpoint), and [`Store::pick_free`] takes the least worn free
+    /// block, or the most worn one for cold data, lower blocks first among equals: the
+    /// blocks taken since are the first ones of those two orders over the checkpoint's free
+    /// blocks outside the anchor area (the allocation changes no other free block's count).
+    /// Each order is walked from its start up to the first block written before the
+    /// checkpoint or reading erased (not taken, or the last one taken and cut before its
+    /// first program, whose erase is still lost: DESIGN.md §15 item 6), or [`TAKEN_WALK`]
+    /// blocks, counting the blocks written since; the anchor area's free blocks are each
+    /// looked at. A block whose first page is torn (cut in its first program or its erase,
+    /// since the checkpoint or before it: each later mount would count it again) is passed
+    /// over uncounted. `Erased` blocks are taken without an erase: the walk passes those
+    /// written since, counting nothing.
+    pub fn count_taken_erases(&mut self, next_seq: u64) -> Result<()> {
+        let n = self.table.len();
+        for b in 0..ANCHOR_AREA.min(n) {
+            if self.table.get(b).state() == BlockState::Free
+                && !self.replay_counted.contains(&b)
+                && self.first_write(b, next_seq)? == FirstWrite::Since
+            {
+                self.count_replayed_erase(b);
+            }
+        }
+        let mut seen: Vec<u32> = Vec::new();
+        for old in [false, true] {
+            let mut walked = 0;
+            'walk: while walked < TAKEN_WALK {
+                self.find_candidates_skipping(&seen)?;
+                let list = self.table.candidate_list(old);
+                if list.is_empty() {
+                    break;
+                }
+                for b in list {
+                    seen.push(b);
+                    walked += 1;
+                    let first = if self.replay_counted.contains(&b) {
+                        FirstWrite::Since
+                    } else {
+                        self.first_write(b, next_seq)?
+                    };
+                    match first {
+                        // Not taken in this order, or the last one taken, cut before its
+                        // first program: nothing after it was taken in this order (blocks
+                        // the other order took are found by its own walk).
+                        FirstWrite::Before | FirstWrite::Nothing => break 'walk,
+                        // A torn first page may be older than the checkpoint (a block cut
+                        // in its first program stays free, and each mount would count it
+                        // again): passed over, uncounted.
+                        FirstWrite::Torn => {}
+                        FirstWrite::Since => self.count_replayed_erase(b),
+                    }
+                    if walked == TAKEN_WALK {
+                        break 'walk;
+                    }
+                }
+            }
+        }
+        // The lists were found without the blocks walked: find them again when next asked.
+        self.table.forget_candidates();
+        Ok(())
+    }
+
     /// Offers the table every free block outside the anchor area as a candidate, reading the
     /// wear of the block-table pages that have one and whose bounds say one could be chosen.
     fn find_candidates(&mut self) -> Result<()> {
+        self.find_candidates_skipping(&[])
+    }
+
+    /// [`Store::find_candidates`], leaving out the blocks in `skip` (a mount's walk of the
+    /// blocks taken since the checkpoint, [`Store::count_taken_erases`]).
+    fn find_candidates_skipping(&mut self, skip: &[u32]) -> Result<()> {
         let (n, per) = (self.table.len(), self.table.per_page());
         self.table.begin_candidates();
         for i in 0..self.table.page_count() {
             let first = (i * per).max(ANCHOR_AREA);
             let end = ((i + 1) * per).min(n);
-            let is_free = |t: &BlockTable, b: u32| t.get(b).state().is_free();
+            let is_free = |t: &BlockTable, b: u32| t.get(b).state().is_free() && !skip.contains(&b);
             if !(first..end).any(|b| is_free(&self.table, b))
                 || (!self.table.page_in_ram(i)
                     && !self.full_scans
@@ -1026,7 +1130,7 @@ impl<F: Flash> Store<F> {
             let read = self.uncached_bt_page_wear(i)?;
             let v = self.page_wear_in(i, &read);
             let offers: Vec<(u32, u32)> = (first..end)
-                .filter(|&b| self.table.get(b).state().is_free())
+                .filter(|&b| is_free(&self.table, b))
                 .map(|b| (b, v.get((b - i * per) as usize).map_or(0, |w| w.ec)))
                 .collect();
             for (b, ec) in offers {
