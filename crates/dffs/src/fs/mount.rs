@@ -570,7 +570,8 @@ impl<F: Flash> Fs<F> {
             }
         }
         let last = scan.last_seq();
-        self.store.set_seq(self.store.seq().max(last + 1));
+        self.store
+            .set_seq(self.store.seq().max(last + 1).max(self.store.seen_seq()));
         // Synced writes may have left commits in data page tags (nothing is written after a
         // clean checkpoint before the journal's session marker).
         let mut tags = if self.store.p().commit_runs() && (any || !start.clean) {
@@ -610,6 +611,8 @@ impl<F: Flash> Fs<F> {
         crate::sort::sort(&mut erasing);
         erasing.dedup();
         self.store.count_announced_erases(&erasing, cp.next_seq)?;
+        self.store
+            .set_seq(self.store.seq().max(self.store.seen_seq()));
         // An anchor announced is one a checkpoint after this one started: erased, unless it
         // still holds its older checkpoints.
         let p = self.store.p();

@@ -142,6 +142,10 @@ pub(crate) struct Store<F: Flash> {
     anchor_precounted: Option<u32>,
     /// Blocks whose erase replay has counted (see [`Store::count_replayed_erase`]).
     replay_counted: Vec<u32>,
+    /// During a mount, one past the highest sequence number found at the start of a block
+    /// written since the checkpoint ([`Store::first_write`]): what the session the cut ended
+    /// wrote there may be newer than anything replay reads.
+    seen_seq: u64,
     /// Scans read every block-table page RAM does not hold, whatever its bounds say (tests
     /// compare the choices).
     full_scans: bool,
@@ -211,6 +215,7 @@ impl<F: Flash> Store<F> {
             unannounced_erases: 0,
             anchor_precounted: None,
             replay_counted: Vec::new(),
+            seen_seq: 0,
             full_scans: false,
         }
     }
@@ -997,6 +1002,20 @@ impl<F: Flash> Store<F> {
         ))
     }
 
+    /// Notes sequence number `seq` found at the start of a block written since the checkpoint.
+    fn saw_seq(&mut self, seq: u64) {
+        self.seen_seq = self.seen_seq.max(seq.saturating_add(1));
+    }
+
+    /// One past the highest sequence number this mount found at the start of a block written
+    /// since the checkpoint (0: none). The session a cut ended may have written nodes that
+    /// nothing replay reads names (unsynced data in a block it took); the numbers handed out
+    /// after the mount must be above them, or the next mount would take those blocks for
+    /// written since its checkpoint and count their erases again.
+    pub fn seen_seq(&self) -> u64 {
+        self.seen_seq
+    }
+
     /// What block `b` begins with, against sequence number `seq` (a checkpoint's next one).
     /// NAND reads the first page's tag alone (the tag holds 32 bits of the number: before
     /// `seq` within half the range), NOR the first node header.
@@ -1011,6 +1030,8 @@ impl<F: Flash> Store<F> {
                         if (seq as u32).wrapping_sub(t.seq).wrapping_sub(1) < 1 << 31 {
                             FirstWrite::Before
                         } else {
+                            let ahead = t.seq.wrapping_sub(seq as u32);
+                            self.saw_seq(seq + u64::from(ahead));
                             FirstWrite::Since
                         }
                     }
@@ -1028,7 +1049,13 @@ impl<F: Flash> Store<F> {
                 }
                 Ok(match node::probe(&buf, g.block_size()) {
                     Probe::Header(h) if h.seq < seq => FirstWrite::Before,
-                    Probe::Header(_) => FirstWrite::Since,
+                    Probe::Header(h) => {
+                        // (The header has no CRC of its own: a torn one may hold any number.)
+                        if h.seq - seq < 1 << 31 {
+                            self.saw_seq(h.seq);
+                        }
+                        FirstWrite::Since
+                    }
                     Probe::Garbage => FirstWrite::Torn,
                     Probe::Padding => FirstWrite::Before,
                     Probe::Erased => FirstWrite::Nothing,
