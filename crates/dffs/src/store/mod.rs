@@ -1091,6 +1091,7 @@ impl<F: Flash> Store<F> {
                 self.count_replayed_erase(b);
             }
         }
+        // Sorted, so that the candidate search skips them by a binary search.
         let mut seen: Vec<u32> = Vec::new();
         for old in [false, true] {
             let mut walked = 0;
@@ -1101,7 +1102,9 @@ impl<F: Flash> Store<F> {
                     break;
                 }
                 for b in list {
-                    seen.push(b);
+                    if let Err(i) = seen.binary_search(&b) {
+                        seen.insert(i, b);
+                    }
                     walked += 1;
                     let first = if self.replay_counted.contains(&b) {
                         FirstWrite::Since
@@ -1136,15 +1139,17 @@ impl<F: Flash> Store<F> {
         self.find_candidates_skipping(&[])
     }
 
-    /// [`Store::find_candidates`], leaving out the blocks in `skip` (a mount's walk of the
-    /// blocks taken since the checkpoint, [`Store::count_taken_erases`]).
+    /// [`Store::find_candidates`], leaving out the blocks in `skip`, sorted (a mount's walk of
+    /// the blocks taken since the checkpoint, [`Store::count_taken_erases`]).
     fn find_candidates_skipping(&mut self, skip: &[u32]) -> Result<()> {
         let (n, per) = (self.table.len(), self.table.per_page());
         self.table.begin_candidates();
         for i in 0..self.table.page_count() {
             let first = (i * per).max(ANCHOR_AREA);
             let end = ((i + 1) * per).min(n);
-            let is_free = |t: &BlockTable, b: u32| t.get(b).state().is_free() && !skip.contains(&b);
+            let is_free = |t: &BlockTable, b: u32| {
+                t.get(b).state().is_free() && skip.binary_search(&b).is_err()
+            };
             if !(first..end).any(|b| is_free(&self.table, b))
                 || (!self.table.page_in_ram(i)
                     && !self.full_scans
