@@ -11,7 +11,7 @@
 //!   sectors keep 8-byte units (FORMAT §3).
 
 use dffs::format::codec::{Reader, Writer};
-use dffs::format::params::Params;
+use dffs::format::params::{HeadLayout, LogKind, Params};
 use dffs::Geometry;
 use dffs::{Config, Error, FormatOptions, Fs, NorFlashDevice, OpenFlags, ROOT_INO};
 use dffs_testkit::ram_flash::{nand_geometry, nor_geometry, RamFlash};
@@ -308,4 +308,74 @@ fn nor_units_and_index_nodes_by_block_size() {
     q.anchors = [0, 1];
     q.addr_shift = 2;
     assert_eq!(q.check(), Err(Error::Corrupt));
+}
+
+/// Head layouts by device size (FORMAT §6.3): NOR of fewer than 128 blocks takes `Compact`
+/// (journal, metadata, hot data, cold data), 128 to 255 blocks `Merged` (five heads), and so
+/// does NAND of fewer than 128, 256 and more `Separate` (seven). Each layout is encoded and read back from a checkpoint, and a `Compact` device
+/// keeps inodes in the metadata head's blocks and hot and cold data in blocks of their own.
+#[test]
+fn head_layouts_by_device_size() {
+    for (blocks, layout, heads) in [
+        (24, HeadLayout::Compact, 4),
+        (127, HeadLayout::Compact, 4),
+        (128, HeadLayout::Merged, 5),
+        (255, HeadLayout::Merged, 5),
+        (256, HeadLayout::Separate, 7),
+    ] {
+        let dev = Fs::format(RamFlash::new(nor(256, blocks)), &FormatOptions::default()).unwrap();
+        let mut fs = Fs::mount(dev, Config::default()).unwrap();
+        assert_eq!(
+            (fs.params().heads, fs.params().head_count()),
+            (layout, heads),
+            "{blocks} blocks"
+        );
+        put(&mut fs, "a", &pattern(1, 70_000));
+        let dev = fs.unmount().unwrap();
+        let mut fs = Fs::mount(dev, Config::default()).unwrap();
+        assert_eq!(fs.params().heads, layout, "{blocks} blocks, read back");
+        assert_eq!(get(&mut fs, "a").unwrap(), pattern(1, 70_000));
+        assert!(fs.fsck().unwrap().is_clean(), "{blocks} blocks: fsck");
+    }
+    for (blocks, layout) in [
+        (32, HeadLayout::Merged),
+        (127, HeadLayout::Merged),
+        (256, HeadLayout::Separate),
+    ] {
+        let p = Params::for_geometry(nand_geometry(blocks), &FormatOptions::default()).unwrap();
+        assert_eq!(p.heads, layout, "NAND of {blocks} blocks");
+    }
+    let p = Params::for_geometry(nor(256, 32), &FormatOptions::default()).unwrap();
+    let meta = p.head_of(LogKind::Index);
+    for kind in [LogKind::Map, LogKind::Dir, LogKind::Inode] {
+        assert_eq!(p.head_of(kind), meta, "{kind:?}");
+    }
+    let heads = [
+        LogKind::Journal,
+        LogKind::Index,
+        LogKind::DataHot,
+        LogKind::DataCold,
+    ]
+    .map(|k| p.head_of(k));
+    assert_eq!(heads, [0, 1, 2, 3]);
+    // The layout's code (2) decodes; a code past the last is corrupt.
+    let mut p = p;
+    p.anchors = [0, 1];
+    let mut w = Writer::default();
+    p.encode(&mut w);
+    assert_eq!(Params::decode(&mut Reader::new(&w.buf)), Ok(p));
+    let mut merged = Writer::default();
+    Params {
+        heads: HeadLayout::Merged,
+        ..p
+    }
+    .encode(&mut merged);
+    let at: Vec<usize> = (0..w.buf.len())
+        .filter(|&i| w.buf[i] != merged.buf[i])
+        .collect();
+    assert_eq!(at.len(), 1, "the layout is one byte");
+    assert_eq!((w.buf[at[0]], merged.buf[at[0]]), (2, 1));
+    let mut bad = w.buf.clone();
+    bad[at[0]] = 3;
+    assert_eq!(Params::decode(&mut Reader::new(&bad)), Err(Error::Corrupt));
 }
