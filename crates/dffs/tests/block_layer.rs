@@ -939,7 +939,8 @@ fn random_writes_at_fill(p: Preset, pct: u64, n: u32) -> (Fs<SimFlash>, Ino, Vec
 /// the quick size of `dffs bench nor --erase-size 64KiB`, with a file of 30% of it. With the
 /// wider margins of small devices the pool was kept 11 to 15 blocks free, nearly half the
 /// device, and collection moved blocks 85-95% live: 64 synced random 4 KiB writes erased 57
-/// blocks (`rand_write_fill` at 30%: 18 KB/s, 7% of raw). Now at most 20 (7; 118 KB/s).
+/// blocks (`rand_write_fill` at 30%: 18 KB/s, 7% of raw). Now at most 20 (7, 6 since four heads;
+/// 118 KB/s, 150.5 since).
 #[test]
 fn a_small_device_of_large_nor_blocks_keeps_little_idle() {
     let p = nor_preset(65536, 2 << 20);
