@@ -38,6 +38,17 @@ fn sized(p: dffs_sim::Preset, blocks: u32) -> dffs_sim::Preset {
     p.with_size_bytes(bytes).unwrap()
 }
 
+/// `nor-qspi-16m` with 4 KiB erase sectors, `blocks` of them.
+fn nor_4k_sectors(blocks: u32) -> dffs_sim::Preset {
+    sized(
+        preset("nor-qspi-16m")
+            .unwrap()
+            .with_erase_size(4096)
+            .unwrap(),
+        blocks,
+    )
+}
+
 /// Runs every cut of `opts` (or its `cuts`) and asserts every guarantee held after each, and
 /// that the second cut (during or right after recovery) landed in most of them.
 fn check_opts(opts: &Options) -> Report {
@@ -483,12 +494,8 @@ fn campaign_regressions() {
 /// nor-qspi-16m --erase-size 4KiB --blocks 2048 --workload full --steps 200 --cut 48315`).
 #[test]
 fn a_spilled_update_makes_room_before_it_folds() {
-    let p = preset("nor-qspi-16m")
-        .unwrap()
-        .with_erase_size(4096)
-        .unwrap();
     let opts = Options {
-        preset: p.with_blocks(2048).unwrap(),
+        preset: nor_4k_sectors(2048),
         ..options("nor-qspi-16m", 256, Workload::Full, 200, 1)
     };
     let r = dffs_torture::run_one(&opts, 48315);
@@ -540,12 +547,8 @@ fn recovery_finds_a_head_past_the_pages_paired_pages_skip() {
 /// 30 --seed 2000`.
 #[test]
 fn a_mount_numbers_past_the_nodes_a_cut_session_left() {
-    let p = preset("nor-qspi-16m")
-        .unwrap()
-        .with_erase_size(4096)
-        .unwrap();
     let opts = Options {
-        preset: sized(p, 512),
+        preset: nor_4k_sectors(512),
         ..options("nor-qspi-16m", 512, Workload::Full, 100, 2000)
     };
     let r = dffs_torture::run_chain(&opts, 30, &mut |_, _| {});

@@ -165,7 +165,7 @@ pub enum HeadLayout {
     /// block is a large share of the device: on 32 blocks of 64 KiB the blocks held open
     /// left a file half the device's size in data blocks 88% live, and collection copied
     /// most of each block it freed (`dffs bench nor --quick --erase-size 64KiB`: random
-    /// 4 KiB writes 14.5 KB/s with `Merged`, 27.2 with this; sequential 64 KiB 19.3 →
+    /// 4 KiB writes 14.5 KB/s with `Merged`, 27.0 with this; sequential 64 KiB 19.3 →
     /// 149.6). Inodes share the metadata head: on such a device the block an inode head
     /// keeps open costs more than mixing inodes with short-lived metadata. Hot and cold data
     /// stay apart, as static wear leveling needs (with one data head the erase counts of a
@@ -342,10 +342,9 @@ impl Params {
                 (pp, dir, map, index, slot, 192u32.min(pp))
             }
         };
-        // (NAND of fewer than 128 blocks keeps `Merged`: there the byte budget's one block
-        // less for heads admitted writes that collection then could not place, and the quick
-        // rootfs case on 8 MiB of SLC, filled to `ENOSPC`, made 49,318 programs where 3,483
-        // did, for 161 files instead of 147.)
+        // (NAND of fewer than 128 blocks keeps `Merged`: with `Compact` the quick rootfs case
+        // on 8 MiB of SLC, filled to `ENOSPC`, held 151 files for 8,045 programs where 147
+        // took 3,483, and reading the full tree back collected 49 blocks; DESIGN §7.)
         let heads = opts.heads.unwrap_or(if g.blocks >= 256 {
             HeadLayout::Separate
         } else if g.blocks >= 128 || g.flash_kind() == FlashKind::Nand {
