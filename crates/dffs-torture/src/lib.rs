@@ -1610,6 +1610,7 @@ fn chain(
             .collect()
     };
     let drift0 = drift(&counts, ex.fs().flash().erase_counts());
+    let mut prev_drift = drift0.clone();
     let mut round = 0u64;
     while rep.cuts < cuts {
         round += 1;
@@ -1710,6 +1711,31 @@ fn chain(
             .map_err(|e| format!("erase counts after recovery: {e:?}"))?;
         rep.erase_counts_lost +=
             now.iter().zip(counts.iter()).filter(|(a, b)| a < b).count() as u64;
+        // `DFFS_DRIFT_DEBUG=1`: each block whose recorded erase count fell behind the
+        // simulator's (or ran ahead of it) in this recovery, with its record (DESIGN §15 item 6
+        // says what such runs found).
+        if std::env::var_os("DFFS_DRIFT_DEBUG").is_some() {
+            let d = drift(&now, fs.flash().erase_counts());
+            for (b, (x, y)) in d.iter().zip(&prev_drift).enumerate() {
+                if x < y {
+                    eprintln!(
+                        "UNC cut {} b {b} by {} {}",
+                        rep.cuts,
+                        y - x,
+                        fs.debug_block(b as u32)
+                    );
+                }
+                if x > y {
+                    eprintln!(
+                        "OVER cut {} b {b} by {} {}",
+                        rep.cuts,
+                        x - y,
+                        fs.debug_block(b as u32)
+                    );
+                }
+            }
+            prev_drift = d;
+        }
         counts = now;
         rep.commits += ex.commits;
         rep.nospace += ex.nospace;
