@@ -1717,21 +1717,11 @@ fn chain(
         if std::env::var_os("DFFS_DRIFT_DEBUG").is_some() {
             let d = drift(&now, fs.flash().erase_counts());
             for (b, (x, y)) in d.iter().zip(&prev_drift).enumerate() {
-                if x < y {
-                    eprintln!(
-                        "UNC cut {} b {b} by {} {}",
-                        rep.cuts,
-                        y - x,
-                        fs.debug_block(b as u32)
-                    );
-                }
-                if x > y {
-                    eprintln!(
-                        "OVER cut {} b {b} by {} {}",
-                        rep.cuts,
-                        x - y,
-                        fs.debug_block(b as u32)
-                    );
+                if x != y {
+                    let what = if x < y { "UNC" } else { "OVER" };
+                    let by = (x - y).abs();
+                    let rec = fs.debug_block(b as u32);
+                    eprintln!("{what} cut {} b {b} by {by} {rec}", rep.cuts);
                 }
             }
             prev_drift = d;

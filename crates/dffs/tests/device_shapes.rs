@@ -312,8 +312,9 @@ fn nor_units_and_index_nodes_by_block_size() {
 
 /// Head layouts by device size (FORMAT §6.3): NOR of fewer than 128 blocks takes `Compact`
 /// (journal, metadata, hot data, cold data), 128 to 255 blocks `Merged` (five heads), and so
-/// does NAND of fewer than 128, 256 and more `Separate` (seven). Each layout is encoded and read back from a checkpoint, and a `Compact` device
-/// keeps inodes in the metadata head's blocks and hot and cold data in blocks of their own.
+/// does NAND of fewer than 256; 256 and more take `Separate` (seven). Each layout is encoded
+/// and read back from a checkpoint, and a `Compact` device keeps inodes in the metadata
+/// head's blocks and hot and cold data in blocks of their own.
 #[test]
 fn head_layouts_by_device_size() {
     for (blocks, layout, heads) in [

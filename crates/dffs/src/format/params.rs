@@ -173,6 +173,17 @@ pub enum HeadLayout {
     Compact,
 }
 
+impl HeadLayout {
+    /// Number of heads (open blocks) of the layout.
+    pub fn head_count(self) -> usize {
+        match self {
+            HeadLayout::Separate => 7,
+            HeadLayout::Merged => 5,
+            HeadLayout::Compact => 4,
+        }
+    }
+}
+
 /// The log areas of the paper (plus the journal and the split of data into hot and cold).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
@@ -354,12 +365,7 @@ impl Params {
         });
         // Reserve: enough free blocks for GC to always make progress while every head is
         // open, plus a spare pool for bad blocks (1% of blocks, at least one on NAND).
-        let heads_n = match heads {
-            HeadLayout::Separate => 7,
-            HeadLayout::Merged => 5,
-            HeadLayout::Compact => 4,
-        };
-        let gc_reserve = 2 + heads_n / 2 + g.blocks / 200;
+        let gc_reserve = 2 + heads.head_count() as u32 / 2 + g.blocks / 200;
         let bad_reserve = match g.flash_kind() {
             FlashKind::Nand => (g.blocks / 100).max(1),
             FlashKind::Nor => 0,
@@ -597,11 +603,7 @@ impl Params {
 
     /// Heads used by this layout.
     pub fn head_count(&self) -> usize {
-        match self.heads {
-            HeadLayout::Separate => 7,
-            HeadLayout::Merged => 5,
-            HeadLayout::Compact => 4,
-        }
+        self.heads.head_count()
     }
 
     /// Whether the device has few large blocks (erase blocks of 32 KiB or more, 32 to 511 of
