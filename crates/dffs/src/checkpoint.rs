@@ -932,8 +932,8 @@ pub fn level_anchors<F: Flash>(st: &mut Store<F>, pos: AnchorPos) -> Result<bool
     let mut np = p;
     np.anchors[other] = young;
     st.set_params(np);
-    st.set_state(young, BlockState::Anchor);
-    st.set_state(worn, BlockState::PendingErase);
+    st.set_state(young, BlockState::Anchor)?;
+    st.set_state(worn, BlockState::PendingErase)?;
     Ok(true)
 }
 
@@ -943,7 +943,7 @@ fn youngest_free_in_area<F: Flash>(st: &mut Store<F>) -> Result<Option<(u32, u32
     let p = st.p();
     let mut young: Option<(u32, u32)> = None;
     for b in 0..ANCHOR_AREA.min(p.geometry.blocks) {
-        if !p.anchors.contains(&b) && st.phys(b) == b && st.block(b).state().is_free() {
+        if !p.anchors.contains(&b) && st.phys(b) == b && st.block(b)?.state().is_free() {
             let ec = st.wear(b)?.ec;
             if young.is_none_or(|y| ec < y.0) {
                 young = Some((ec, b));
@@ -1014,7 +1014,7 @@ pub fn level_roaming_anchor<F: Flash>(
     };
     let mut p = st.p();
     for old in p.anchors {
-        st.set_state(old, BlockState::PendingErase);
+        st.set_state(old, BlockState::PendingErase)?;
     }
     p.anchors = pair;
     st.set_params(p);
@@ -1027,12 +1027,12 @@ fn take_roaming_pair<F: Flash>(st: &mut Store<F>, below: u32) -> Result<Option<[
     let Some(a) = st.pick_roaming_anchor(below)? else {
         return Ok(None);
     };
-    st.set_state(a, BlockState::Anchor);
+    st.set_state(a, BlockState::Anchor)?;
     let Some(b) = st.pick_roaming_anchor(below)? else {
-        st.set_state(a, BlockState::Erased);
+        st.set_state(a, BlockState::Erased)?;
         return Ok(None);
     };
-    st.set_state(b, BlockState::Anchor);
+    st.set_state(b, BlockState::Anchor)?;
     Ok(Some([a, b]))
 }
 
@@ -1062,7 +1062,7 @@ pub fn moved_anchor_attempt<F: Flash>(
     let area = ANCHOR_AREA.min(p.geometry.blocks);
     let mut found = false;
     for b in 0..area {
-        let e = st.block(b);
+        let e = st.block(b)?;
         if p.anchors.contains(&b)
             || st.phys(b) != b
             || !e.state().is_free()
@@ -1075,7 +1075,7 @@ pub fn moved_anchor_attempt<F: Flash>(
         // choice and have been chosen). Only a used first slot without one is. (`holding`:
         // what `find_newest` read, so that old anchors cost no read here.)
         if holding & (1 << b) == 0 && slot_used(st, b, 0, p.cp_slot)? {
-            st.set_state(b, BlockState::Free);
+            st.set_state(b, BlockState::Free)?;
             found = true;
         }
     }
@@ -1122,7 +1122,11 @@ fn replace_in<F: Flash>(
     } else {
         let area = ANCHOR_AREA.min(st.p().geometry.blocks);
         let free = (0..area).find(|&b| {
-            st.phys(b) == b && matches!(st.block(b).state(), BlockState::Free | BlockState::Erased)
+            st.phys(b) == b
+                && matches!(
+                    st.area_block(b).state(),
+                    BlockState::Free | BlockState::Erased
+                )
         });
         match free {
             Some(b) => b,
@@ -1132,7 +1136,7 @@ fn replace_in<F: Flash>(
     };
     st.retire(pair[i]);
     pair[i] = new;
-    st.set_state(new, BlockState::Anchor);
+    st.set_state(new, BlockState::Anchor)?;
     Ok(())
 }
 
@@ -1152,7 +1156,10 @@ pub fn area_spares<F: Flash>(st: &Store<F>) -> usize {
         .filter(|&b| {
             !p.anchors.contains(&b)
                 && st.phys(b) == b
-                && !matches!(st.block(b).state(), BlockState::Bad | BlockState::Anchor)
+                && !matches!(
+                    st.area_block(b).state(),
+                    BlockState::Bad | BlockState::Anchor
+                )
         })
         .count()
 }

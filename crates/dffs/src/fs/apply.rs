@@ -379,7 +379,7 @@ impl<F: Flash> Fs<F> {
                 }
             }
             for a in old_nodes {
-                self.store.kill(a, p.align(p.index_node));
+                self.store.kill(a, p.align(p.index_node))?;
             }
             if self.mount.replaying {
                 // Written before the crash, perhaps before the checkpoint, which did not count
@@ -470,7 +470,7 @@ impl<F: Flash> Fs<F> {
             }
         }
         for a in dead {
-            self.kill_data(a);
+            self.kill_data(a)?;
         }
         node.size = *size;
         node.attrs.mtime = *mtime;
@@ -552,19 +552,19 @@ impl<F: Flash> Fs<F> {
         }
         let blk = p.block_of(a);
         if matches!(
-            self.store.block(blk).state(),
+            self.store.block(blk)?.state(),
             BlockState::Reserved | BlockState::Anchor | BlockState::Bad
         ) {
             return Err(Error::Corrupt);
         }
         self.store.count_replayed_erase(blk);
-        self.store.add_live(a, bytes);
-        let e = self.store.block(blk);
+        self.store.add_live(a, bytes)?;
+        let e = self.store.block(blk)?;
         if matches!(e.state(), BlockState::Free | BlockState::Erased) {
             self.store.set_block(
                 blk,
                 BlockInfo::new(BlockState::Used, LogKind::DataHot, e.live),
-            );
+            )?;
         }
         Ok(())
     }

@@ -143,9 +143,9 @@ impl<F: Flash> Fs<F> {
             // A fresh start: new journal block, new heads, new anchor block. The old reserved
             // journal block goes back to the pool (erased before any reuse).
             let old = self.journal.next();
-            if old != u32::MAX && self.store.block(old).state() == BlockState::Reserved {
+            if old != u32::MAX && self.store.block(old)?.state() == BlockState::Reserved {
                 self.store
-                    .set_block(old, BlockInfo::new(BlockState::Free, LogKind::DataHot, 0));
+                    .set_block(old, BlockInfo::new(BlockState::Free, LogKind::DataHot, 0))?;
             }
             self.journal.drop_reservation();
             // Until it is written nothing else may be: records journaled without it land in
@@ -430,12 +430,14 @@ impl<F: Flash> Fs<F> {
         // 7. What the previous checkpoint needed is free now. (Its record need not be
         //    rewritten: a mount reads a pending block or a dead journal block as free.)
         for b in 0..nblocks {
-            let e = self.store.block(b);
+            let e = self.store.block(b)?;
             let state = e.state();
             let dead_journal = state == BlockState::Used && e.kind() == LogKind::Journal;
             if state == BlockState::PendingErase || dead_journal {
-                self.store
-                    .set_block_unchanged(b, BlockInfo::new(BlockState::Free, LogKind::DataHot, 0));
+                self.store.set_block_unchanged(
+                    b,
+                    BlockInfo::new(BlockState::Free, LogKind::DataHot, 0),
+                )?;
                 self.index_cache.forget_block(&p, b);
             }
         }
@@ -623,8 +625,7 @@ impl<F: Flash> Fs<F> {
         for a in named.filter(|a| !a.is_none()) {
             *bt_in.get_or_default(p.block_of(*a)) += 1;
         }
-        let record = |fs: &Self, bt_in: &VecMap<u32, u32>, b: u32, wear: Wear| {
-            let mut info = fs.store.block(b);
+        let record = |mut info: BlockInfo, bt_in: &VecMap<u32, u32>, b: u32, wear: Wear| {
             let own = bt_in.get(&b).copied().unwrap_or(0) * len;
             let pv = prov
                 .binary_search_by_key(&b, |x| x.0)
@@ -667,8 +668,17 @@ impl<F: Flash> Fs<F> {
                 self.store.mark_bt_page(i);
                 return Err(Error::Corrupt);
             }
+            // (The page's records are in RAM with its wear.)
+            let mut missing = false;
             for (b, w) in (first..first + n).zip(wear.iter()) {
-                record(self, &bt_in, b, *w).encode(&mut nb.w);
+                match self.store.block_in_ram(b) {
+                    Some(info) => record(info, &bt_in, b, *w).encode(&mut nb.w),
+                    None => missing = true,
+                }
+            }
+            if missing {
+                self.store.mark_bt_page(i);
+                return Err(Error::Corrupt);
             }
             let cur = nb.w.len() as u32;
             nb.w.fill(0, (p.map_page - cur) as usize);
@@ -715,15 +725,19 @@ impl<F: Flash> Fs<F> {
             let mut nb = NodeBuilder::new(NodeType::BlockTableDelta, 0, 0, p.map_page as usize);
             nb.w.u32(chunk.len() as u32).u32(0);
             for &b in chunk {
-                let w = match self.store.wear(b) {
-                    Ok(w) => w,
+                let (w, info) = match self
+                    .store
+                    .wear(b)
+                    .and_then(|w| Ok((w, self.store.block(b)?)))
+                {
+                    Ok(x) => x,
                     Err(e) => {
                         self.uncount_table_nodes(&nodes);
                         return Err(e);
                     }
                 };
                 nb.w.u32(b);
-                record(self, &bt_in, b, w).encode(&mut nb.w);
+                record(info, &bt_in, b, w).encode(&mut nb.w);
             }
             let a = self.write_table_node(nb, &mut nodes)?;
             *bt_in.get_or_default(p.block_of(a)) += 1;

@@ -406,7 +406,7 @@ impl<F: Flash> Fs<F> {
                 continue;
             }
             let collected = p.addr_valid(a)
-                && self.store.block(p.block_of(a)).state() == BlockState::PendingErase;
+                && self.store.block(p.block_of(a))?.state() == BlockState::PendingErase;
             if !collected {
                 w.claim(a, p.map_page, "block-table page", "block table");
             } else if !self.store.bt_page_forced(i as u32) {
@@ -420,7 +420,7 @@ impl<F: Flash> Fs<F> {
         // (every checkpoint writes its own, so one in a collected block needs nothing more).
         for a in self.cp.table_nodes.clone() {
             let collected = p.addr_valid(a)
-                && self.store.block(p.block_of(a)).state() == BlockState::PendingErase;
+                && self.store.block(p.block_of(a))?.state() == BlockState::PendingErase;
             if !collected {
                 w.claim(
                     a,
@@ -430,7 +430,7 @@ impl<F: Flash> Fs<F> {
                 );
             }
         }
-        self.fsck_blocks(&mut w);
+        self.fsck_blocks(&mut w)?;
         Ok(w.rep)
     }
 
@@ -569,7 +569,7 @@ impl<F: Flash> Fs<F> {
     }
 
     /// Block states and live-byte accounting against what the walk found referenced.
-    fn fsck_blocks(&mut self, w: &mut Walk) {
+    fn fsck_blocks(&mut self, w: &mut Walk) -> Result<()> {
         let p = self.store.p();
         let nblocks = p.geometry.blocks as usize;
         let mut live = vec![0u64; nblocks];
@@ -589,7 +589,7 @@ impl<F: Flash> Fs<F> {
                 continue;
             }
             live[b] += len as u64;
-            let e = self.store.block(b as u32);
+            let e = self.store.block(b as u32)?;
             match e.state() {
                 BlockState::Used | BlockState::Head => {}
                 s => w
@@ -598,7 +598,7 @@ impl<F: Flash> Fs<F> {
             }
         }
         for (b, &l) in live.iter().enumerate() {
-            let e = self.store.block(b as u32);
+            let e = self.store.block(b as u32)?;
             if e.kind() == LogKind::Journal
                 || !matches!(e.state(), BlockState::Used | BlockState::Head)
             {
@@ -619,5 +619,6 @@ impl<F: Flash> Fs<F> {
                 ));
             }
         }
+        Ok(())
     }
 }

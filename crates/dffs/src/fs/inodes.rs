@@ -278,7 +278,7 @@ impl<F: Flash> Fs<F> {
             .store
             .write_node(LogKind::Inode, nb, Priority::Reserve)?;
         if node.node_addr.is_some() {
-            self.store.kill(node.node_addr, node.node_len);
+            self.store.kill(node.node_addr, node.node_len)?;
         }
         node.node_addr = a;
         node.node_len = len;
@@ -333,7 +333,7 @@ impl<F: Flash> Fs<F> {
             .store
             .write_node(LogKind::Inode, nb, Priority::Reserve)?;
         if node.node_addr.is_some() {
-            self.store.kill(node.node_addr, node.node_len);
+            self.store.kill(node.node_addr, node.node_len)?;
         }
         node.node_addr = a;
         node.node_len = len;
@@ -370,13 +370,13 @@ impl<F: Flash> Fs<F> {
             )?;
         }
         for a in dead_data {
-            self.kill_data(a);
+            self.kill_data(a)?;
         }
         for a in dead_nodes {
-            self.store.kill(a, p.align(p.index_node));
+            self.store.kill(a, p.align(p.index_node))?;
         }
         if node.node_addr.is_some() {
-            self.store.kill(node.node_addr, node.node_len);
+            self.store.kill(node.node_addr, node.node_len)?;
         }
         Ok(())
     }

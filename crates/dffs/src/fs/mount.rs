@@ -41,23 +41,23 @@ impl<F: Flash> Fs<F> {
         // Bad blocks as the device marks them.
         for b in 0..g.blocks {
             if st.device_says_bad(b)? {
-                st.set_block(b, BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0));
+                st.set_block(b, BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0))?;
             }
         }
         // Erase the anchor area so no older file system's checkpoint can be mistaken for ours,
         // and pick the first two good blocks as anchors.
         let mut anchors = Vec::new();
         for b in 0..ANCHOR_AREA.min(g.blocks) {
-            if st.block(b).state() == BlockState::Bad {
+            if st.block(b)?.state() == BlockState::Bad {
                 continue;
             }
             match st.erase_raw(b) {
                 Ok(()) => {
                     if anchors.len() < 2 {
                         anchors.push(b);
-                        st.set_state(b, BlockState::Anchor);
+                        st.set_state(b, BlockState::Anchor)?;
                     } else {
-                        st.set_state(b, BlockState::Erased);
+                        st.set_state(b, BlockState::Erased)?;
                     }
                 }
                 Err(dffs_flash::FlashError::PowerLoss) => return Err(Error::PowerLoss),
@@ -276,16 +276,22 @@ impl<F: Flash> Fs<F> {
         }
         // The table was written after the journal head was opened (and its next block
         // reserved): a table that disagrees names the wrong pages (e.g. an older table's).
-        let state_of = |st: &Store<F>, b: u32| {
-            (b < nblocks).then(|| (st.block(b).state(), st.block(b).kind()))
+        let state_of = |st: &mut Store<F>, b: u32| -> Result<Option<(BlockState, LogKind)>> {
+            if b >= nblocks {
+                return Ok(None);
+            }
+            let e = st.block(b)?;
+            Ok(Some((e.state(), e.kind())))
         };
         if cp.journal_block != u32::MAX
-            && state_of(&self.store, cp.journal_block) != Some((BlockState::Head, LogKind::Journal))
+            && state_of(&mut self.store, cp.journal_block)?
+                != Some((BlockState::Head, LogKind::Journal))
         {
             return Err(Error::Corrupt);
         }
         if cp.journal_next != u32::MAX
-            && state_of(&self.store, cp.journal_next).map(|s| s.0) != Some(BlockState::Reserved)
+            && state_of(&mut self.store, cp.journal_next)?.map(|s| s.0)
+                != Some(BlockState::Reserved)
         {
             return Err(Error::Corrupt);
         }
@@ -294,24 +300,26 @@ impl<F: Flash> Fs<F> {
         // (Records corrected here differ from their pages: the next checkpoint rewrites them;
         // a pending or dead journal block always reads as free, so its record may stay.)
         for b in 0..nblocks {
-            let e = self.store.block(b);
+            let e = self.store.block(b)?;
             let dead_journal = e.state() == BlockState::Used && e.kind() == LogKind::Journal;
             if e.state() == BlockState::PendingErase || dead_journal {
-                self.store
-                    .set_block_unchanged(b, BlockInfo::new(BlockState::Free, LogKind::DataHot, 0));
+                self.store.set_block_unchanged(
+                    b,
+                    BlockInfo::new(BlockState::Free, LogKind::DataHot, 0),
+                )?;
             }
         }
         // An anchor that went bad is replaced after the table of its checkpoint was written:
         // the checkpoint's parameters say which blocks are the anchors now.
         for b in 0..nblocks {
             let anchor = p.anchors.contains(&b) || self.cp.home.blocks.contains(&b);
-            let state = self.store.block(b).state();
+            let state = self.store.block(b)?.state();
             if anchor && state != BlockState::Anchor {
                 self.store
-                    .set_block(b, BlockInfo::new(BlockState::Anchor, LogKind::Map, 0));
+                    .set_block(b, BlockInfo::new(BlockState::Anchor, LogKind::Map, 0))?;
             } else if !anchor && state == BlockState::Anchor {
                 self.store
-                    .set_block(b, BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0));
+                    .set_block(b, BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0))?;
             }
         }
         // The records on flash do not count the block-table pages; RAM does. A page must sit
@@ -321,7 +329,7 @@ impl<F: Flash> Fs<F> {
         for a in listed.iter().chain(&cp.bt_deltas).chain(&cp.bt_dirs) {
             let b = p.block_of(*a);
             if !matches!(
-                self.store.block(b).state(),
+                self.store.block(b)?.state(),
                 BlockState::Used | BlockState::Head
             ) {
                 return Err(Error::Corrupt);
@@ -340,17 +348,17 @@ impl<F: Flash> Fs<F> {
             if b != u32::MAX
                 && h < p.head_count()
                 && !taken
-                && self.store.block(b).state() == BlockState::Head
+                && self.store.block(b)?.state() == BlockState::Head
             {
                 self.store
                     .set_head(h, crate::store::Head::resumed(b, off, p.geometry.page_size));
             }
         }
         for b in 0..nblocks {
-            if self.store.block(b).state() == BlockState::Head
+            if self.store.block(b)?.state() == BlockState::Head
                 && !cp.heads.iter().any(|&(hb, _)| hb == b)
             {
-                self.store.set_state(b, BlockState::Used);
+                self.store.set_state(b, BlockState::Used)?;
             }
         }
         // Synced writes may commit by data page tags in the user-data head's block as the
@@ -369,10 +377,10 @@ impl<F: Flash> Fs<F> {
             // into it without a link replay could follow). Both are erased before any use.
             for b in 0..nblocks {
                 if matches!(
-                    self.store.block(b).state(),
+                    self.store.block(b)?.state(),
                     BlockState::Erased | BlockState::Reserved
                 ) {
-                    self.store.set_state(b, BlockState::Free);
+                    self.store.set_state(b, BlockState::Free)?;
                 }
             }
             self.journal.drop_reservation();
@@ -384,8 +392,8 @@ impl<F: Flash> Fs<F> {
             for h in 0..p.head_count() {
                 if h == jh {
                     let b = self.store.head_at(h).block();
-                    if b != u32::MAX && self.store.block(b).state() == BlockState::Head {
-                        self.store.set_state(b, BlockState::Used);
+                    if b != u32::MAX && self.store.block(b)?.state() == BlockState::Head {
+                        self.store.set_state(b, BlockState::Used)?;
                     }
                     self.store.set_head(h, crate::store::Head::empty());
                 } else if !self.cfg.read_only {
@@ -410,7 +418,7 @@ impl<F: Flash> Fs<F> {
                 };
                 if off >= p.geometry.block_size() {
                     self.store.set_head(h, crate::store::Head::empty());
-                    self.store.set_state(b, BlockState::Used);
+                    self.store.set_state(b, BlockState::Used)?;
                 } else {
                     self.store
                         .set_head(h, crate::store::Head::resumed(b, off, ps));
@@ -618,7 +626,7 @@ impl<F: Flash> Fs<F> {
         let p = self.store.p();
         for &b in &erasing {
             if b < p.geometry.blocks
-                && self.store.block(b).state() == BlockState::Anchor
+                && self.store.block(b)?.state() == BlockState::Anchor
                 && !checkpoint::holds_checkpoint_of(
                     &mut self.store,
                     b,

@@ -184,7 +184,10 @@ impl<F: Flash> Fs<F> {
     /// One block's table entry (for diagnostics; the format is not stable).
     #[doc(hidden)]
     pub fn debug_block(&self, b: u32) -> alloc::string::String {
-        match (b < self.store.block_count()).then(|| self.store.block(b)) {
+        match (b < self.store.block_count())
+            .then(|| self.store.block_in_ram(b))
+            .flatten()
+        {
             Some(e) => {
                 // (`None`: only its block-table page on flash has it.)
                 let w = self.store.wear_in_ram(b);
@@ -241,7 +244,7 @@ impl<F: Flash> Fs<F> {
     pub fn debug_block_summary(&self) -> alloc::string::String {
         use core::fmt::Write;
         let mut counts = BTreeMap::new();
-        for (_, e) in self.store.blocks() {
+        for (_, e) in self.store.blocks_in_ram() {
             let k = alloc::format!("{:?}/{:?}", e.state(), e.kind());
             let v = counts.entry(k).or_insert((0u32, 0u64));
             v.0 += 1;
@@ -284,18 +287,23 @@ impl<F: Flash> Fs<F> {
     /// A summary of the file system.
     pub fn info(&mut self) -> Info {
         let (_usable, free) = self.space();
-        let used: u64 = self
-            .store
-            .blocks()
-            .map(|(_, e)| e)
-            .filter(|b| b.state() != BlockState::Bad)
-            .map(|b| b.live as u64)
-            .sum();
-        // (Empty when a block-table page could not be read.)
+        // (Block states and erase counts: empty when a block-table page could not be read.)
+        let mut used = 0u64;
+        let mut states = Vec::new();
+        let scan = self.store.scan_wear(|_, e, _| {
+            if e.state() != BlockState::Bad {
+                used += e.live as u64;
+            }
+            states.push(e.state());
+        });
+        if scan.is_err() {
+            used = self.store.live_outside_journal();
+            states.clear();
+        }
         let erase_counts = self.erase_counts().unwrap_or_default();
         let (mut mn, mut mx, mut sum, mut good) = (u32::MAX, 0u32, 0u64, 0u64);
-        for (b, &ec) in erase_counts.iter().enumerate() {
-            if self.store.block(b as u32).state() != BlockState::Bad {
+        for (&ec, s) in erase_counts.iter().zip(&states) {
+            if *s != BlockState::Bad {
                 mn = mn.min(ec);
                 mx = mx.max(ec);
                 sum += ec as u64;
@@ -313,12 +321,7 @@ impl<F: Flash> Fs<F> {
             free_bytes: free,
             files: self.counts.files,
             dirs: self.counts.dirs,
-            bad_blocks: self
-                .store
-                .blocks()
-                .map(|(_, e)| e)
-                .filter(|b| b.state() == BlockState::Bad)
-                .count() as u32,
+            bad_blocks: self.store.count(BlockState::Bad),
             erase_count: (if good == 0 { 0 } else { mn }, mean, mx),
             erase_counts,
             mount_cost: self.mount.mount_cost,
@@ -335,7 +338,7 @@ impl<F: Flash> Fs<F> {
     #[doc(hidden)]
     pub fn debug_check_blocks(&self) -> core::result::Result<(), alloc::string::String> {
         use crate::store::BlockState;
-        for (i, b) in self.store.blocks() {
+        for (i, b) in self.store.blocks_in_ram() {
             if matches!(b.state(), BlockState::Free | BlockState::Erased) && b.live != 0 {
                 return Err(alloc::format!(
                     "block {i} is {:?} but has {} live bytes",

@@ -486,7 +486,7 @@ impl InodeMap {
                 nb.w.fill(0, (total - cur) as usize);
                 let addr = st.write_node(LogKind::Map, nb, Priority::Reserve)?;
                 if old.is_some() {
-                    st.kill(old, st.p().align(self.page_size));
+                    st.kill(old, st.p().align(self.page_size))?;
                 }
                 self.cache.get_mut(i).item.addr = addr;
                 self.cache.get_mut(i).dirty = false;

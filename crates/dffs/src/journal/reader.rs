@@ -351,7 +351,7 @@ impl JournalScan {
                 st.set_block(
                     self.at.next,
                     BlockInfo::new(BlockState::Used, LogKind::Journal, 0),
-                );
+                )?;
                 self.at.block = self.at.next;
                 self.at.next = next;
                 self.at.pos = p.align(h.len);

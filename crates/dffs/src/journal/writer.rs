@@ -88,7 +88,9 @@ impl JournalWriter {
         !self.chain_ends
             && !self.unlinked
             && self.next != u32::MAX
-            && st.block(self.next).state() == BlockState::Reserved
+            && st
+                .block_in_ram(self.next)
+                .is_some_and(|e| e.state() == BlockState::Reserved)
     }
 
     /// The reserved next block (`u32::MAX` when there is none).
@@ -304,12 +306,12 @@ impl JournalWriter {
     pub fn reserve_next<F: Flash>(&mut self, st: &mut Store<F>, prio: Priority) -> Result<()> {
         // A reservation is only good while its block is still set aside: after a power cut,
         // replay may have followed the journal into it (it holds records now).
-        if self.next != u32::MAX && st.block(self.next).state() == BlockState::Reserved {
+        if self.next != u32::MAX && st.block(self.next)?.state() == BlockState::Reserved {
             return Ok(());
         }
         self.next = u32::MAX;
         let n = st.alloc_block(LogKind::Journal, prio)?;
-        st.set_state(n, BlockState::Reserved);
+        st.set_state(n, BlockState::Reserved)?;
         self.next = n;
         Ok(())
     }
@@ -332,7 +334,7 @@ impl JournalWriter {
         }
         let named = !self.chain_ends
             && self.next != u32::MAX
-            && st.block(self.next).state() == BlockState::Reserved;
+            && st.block(self.next)?.state() == BlockState::Reserved;
         let head = st.head(LogKind::Journal);
         let prev = if head.is_open() {
             head.block()
@@ -344,7 +346,7 @@ impl JournalWriter {
         // Keeping the block after it: that one is set aside before anything moves.
         let after = if self.keep_next && !fresh {
             let n = st.alloc_block(LogKind::Journal, prio)?;
-            st.set_state(n, BlockState::Reserved);
+            st.set_state(n, BlockState::Reserved)?;
             Some(n)
         } else {
             None

@@ -168,7 +168,7 @@ impl<F: Flash> Store<F> {
                 continue;
             }
             let _ = self.medium.flash_mut().mark_bad(old_phys);
-            if self.block(logical).kind() == LogKind::Journal {
+            if self.block(logical)?.kind() == LogKind::Journal {
                 self.journal_swapped = true;
             }
             // Swap: logical `logical` → spare_phys; logical `spare` → old_phys (bad).

@@ -643,7 +643,7 @@ mod tests {
                 );
             } else {
                 assert_eq!(head.block(), u32::MAX, "the head goes on at {}", head.off());
-                assert_eq!(st.block(b).state(), BlockState::Used);
+                assert_eq!(st.block(b).unwrap().state(), BlockState::Used);
             }
         }
     }

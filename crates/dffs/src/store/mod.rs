@@ -449,25 +449,33 @@ impl<F: Flash> Store<F> {
     }
 
     /// Sets a block's state (used by GC, checkpoints and mount).
-    pub fn set_state(&mut self, b: u32, s: BlockState) {
+    pub fn set_state(&mut self, b: u32, s: BlockState) -> Result<()> {
+        self.load_record(b)?;
         self.table.set_state(b, s);
+        Ok(())
     }
 
     /// Adds live bytes to the block holding `a`.
-    pub fn add_live(&mut self, a: Addr, bytes: u32) {
+    pub fn add_live(&mut self, a: Addr, bytes: u32) -> Result<()> {
         let bs = self.p.geometry.block_size();
-        self.table.add_live(self.p.block_of(a), bytes, bs);
+        let b = self.p.block_of(a);
+        self.load_record(b)?;
+        self.table.add_live(b, bytes, bs);
+        Ok(())
     }
 
     /// Records that `bytes` at `a` are no longer live.
-    pub fn kill(&mut self, a: Addr, bytes: u32) {
+    pub fn kill(&mut self, a: Addr, bytes: u32) -> Result<()> {
         if !self.p.addr_valid(a) {
-            return;
+            return Ok(());
         }
+        let b = self.p.block_of(a);
+        self.load_record(b)?;
         if self.phase == Phase::Op {
             self.op_kills += bytes as u64;
         }
-        self.table.kill(self.p.block_of(a), bytes);
+        self.table.kill(b, bytes);
+        Ok(())
     }
 
     /// Bytes that died in the application's operations so far ([`Phase::Op`]).
@@ -562,20 +570,46 @@ impl<F: Flash> Store<F> {
         Some(self.phys(pb))
     }
 
-    /// Block `b`'s record.
-    pub fn block(&self, b: u32) -> BlockInfo {
-        self.table.get(b)
+    /// Block `b`'s record (a bad block outside the table), read from its block-table page
+    /// when RAM does not hold it.
+    pub fn block(&mut self, b: u32) -> Result<BlockInfo> {
+        self.load_record(b)?;
+        Ok(self.table.get(b))
+    }
+
+    /// Block `b`'s record if RAM holds it.
+    pub fn block_in_ram(&self, b: u32) -> Option<BlockInfo> {
+        Some(self.table.get(b))
+    }
+
+    /// The record of block `b` of the anchor area (`b < ANCHOR_AREA`), which RAM always
+    /// holds (a bad block outside the area).
+    pub fn area_block(&self, b: u32) -> BlockInfo {
+        match b < ANCHOR_AREA {
+            true => self.table.get(b),
+            false => BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0),
+        }
+    }
+
+    /// Makes RAM hold block `b`'s record (reading its block-table page), so that the
+    /// table's lookups and changes of it need no read.
+    fn load_record(&mut self, _b: u32) -> Result<()> {
+        Ok(())
     }
 
     /// Replaces block `b`'s record.
-    pub fn set_block(&mut self, b: u32, e: BlockInfo) {
+    pub fn set_block(&mut self, b: u32, e: BlockInfo) -> Result<()> {
+        self.load_record(b)?;
         self.table.set(b, e);
+        Ok(())
     }
 
     /// Replaces block `b`'s record without marking its block-table page: for a change the
     /// record on flash already implies (a pending block becoming free; see the checkpoint).
-    pub fn set_block_unchanged(&mut self, b: u32, e: BlockInfo) {
+    pub fn set_block_unchanged(&mut self, b: u32, e: BlockInfo) -> Result<()> {
+        self.load_record(b)?;
         self.table.set_unmarked(b, e);
+        Ok(())
     }
 
     /// Counts the block table's sums again from its records, and checks its page bounds
@@ -605,8 +639,9 @@ impl<F: Flash> Store<F> {
         self.table.used_min_live(kind)
     }
 
-    /// Every block's number and record.
-    pub fn blocks(&self) -> impl Iterator<Item = (u32, BlockInfo)> + '_ {
+    /// The number and record of every block whose record RAM holds (for diagnostics: a scan
+    /// of every block is [`Store::scan_wear`]).
+    pub fn blocks_in_ram(&self) -> impl Iterator<Item = (u32, BlockInfo)> + '_ {
         self.table.iter()
     }
 
@@ -1467,7 +1502,7 @@ mod tests {
         let area = ANCHOR_AREA;
         let free_outside = |st: &mut Store<RamFlash>| -> Vec<(u32, u32)> {
             let free: Vec<u32> = (area..st.p().geometry.blocks)
-                .filter(|&b| st.block(b).state().is_free())
+                .filter(|&b| st.block(b).unwrap().state().is_free())
                 .collect();
             let mut v: Vec<(u32, u32)> = free
                 .into_iter()
@@ -1485,7 +1520,7 @@ mod tests {
         }
         let outside = free_outside(st);
         let in_area: Vec<u32> = (0..area)
-            .filter(|&b| st.block(b).state().is_free())
+            .filter(|&b| st.block(b).unwrap().state().is_free())
             .collect();
         assert!(in_area
             .into_iter()

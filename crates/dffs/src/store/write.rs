@@ -234,7 +234,7 @@ impl<F: Flash> Store<F> {
     pub fn write_node(&mut self, kind: LogKind, nb: NodeBuilder, prio: Priority) -> Result<Addr> {
         let len = self.p.align(nb.w.len() as u32);
         let a = self.write_node_uncredited(kind, nb, prio)?;
-        self.add_live(a, len);
+        self.add_live(a, len)?;
         Ok(a)
     }
 
@@ -275,8 +275,8 @@ impl<F: Flash> Store<F> {
         if g.flash_kind() == FlashKind::Nor || !kind.is_data() {
             let len = self.p.align(nb.w.len() as u32);
             let a = self.write_node(kind, nb, prio)?;
-            self.kill(a, len);
-            self.add_live(a, credit);
+            self.kill(a, len)?;
+            self.add_live(a, credit)?;
             return Ok(a);
         }
         if self.read_only {
@@ -313,7 +313,7 @@ impl<F: Flash> Store<F> {
                 self.finish_page(h)?;
             }
         }
-        self.add_live(a, credit);
+        self.add_live(a, credit)?;
         if self.heads[h].is_open() && self.heads[h].off >= g.block_size() {
             self.close_head(h)?;
         }
@@ -660,7 +660,7 @@ impl<F: Flash> Store<F> {
         let pos = self.heads[h].block as u64 * bs + self.heads[h].off as u64;
         self.heads[h].off += g.page_size;
         let a = self.p.addr_of(pos);
-        self.add_live(a, g.page_size);
+        self.add_live(a, g.page_size)?;
         if self.heads[h].off >= g.block_size() {
             self.close_head(h)?;
         }
@@ -726,7 +726,7 @@ impl<F: Flash> Store<F> {
         self.program_with_recovery(h, ppos, &bytes, &[])?;
         self.heads[h].off += bytes.len() as u32;
         let a = self.p.addr_of(start);
-        self.add_live(a, payload.len() as u32);
+        self.add_live(a, payload.len() as u32)?;
         if self.heads[h].off >= g.block_size() {
             self.close_head(h)?;
         }

@@ -117,10 +117,11 @@ impl<F: Flash> Fs<F> {
     }
 
     /// Counts one data block dead (a compressed one: its whole node).
-    pub(crate) fn kill_data(&mut self, a: Addr) {
+    pub(crate) fn kill_data(&mut self, a: Addr) -> Result<()> {
         if let Some((at, len)) = self.data_extent(a) {
-            self.store.kill(at, len);
+            self.store.kill(at, len)?;
         }
+        Ok(())
     }
 
     /// The aligned length of the compressed data node at `at` (for fsck).

@@ -202,10 +202,10 @@ impl<F: Flash> Fs<F> {
         let (blocks, nodes) = self.overlay_owned(ino, ov, committed)?;
         let p = self.store.p();
         for a in nodes {
-            self.store.kill(a, p.align(p.index_node));
+            self.store.kill(a, p.align(p.index_node))?;
         }
         for a in blocks {
-            self.kill_data(a);
+            self.kill_data(a)?;
         }
         Ok(())
     }

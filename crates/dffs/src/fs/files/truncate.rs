@@ -119,7 +119,7 @@ impl<F: Flash> Fs<F> {
                 }
                 for (b, a) in mapped {
                     if !self.is_committed_block(ino, b, a)? {
-                        self.kill_data(a);
+                        self.kill_data(a)?;
                     }
                 }
                 sp.pending.truncate(keep, stride);
@@ -138,7 +138,7 @@ impl<F: Flash> Fs<F> {
                 ov.extents.truncate(keep, stride);
                 ov.size = size;
                 for a in dead {
-                    self.kill_data(a);
+                    self.kill_data(a)?;
                 }
             }
             self.data_cache.drop_from(ino, keep);

@@ -219,7 +219,7 @@ impl<F: Flash> Fs<F> {
                 // without them and said the data was safe).
                 for &(_, count, a) in &written {
                     for k in 0..count {
-                        self.kill_data(Addr(a.0 + k * stride));
+                        self.kill_data(Addr(a.0 + k * stride))?;
                     }
                 }
                 for (b, d) in dirty {
@@ -246,7 +246,7 @@ impl<F: Flash> Fs<F> {
             ov.extents.insert(first, count, a, stride);
         }
         for a in dead {
-            self.kill_data(a);
+            self.kill_data(a)?;
         }
         // Too many separate extents to keep in RAM: switch the update to a block map of its own.
         let n = self
@@ -450,7 +450,7 @@ impl<F: Flash> Fs<F> {
             sp.pending.insert(first, count, a, stride);
         }
         for a in dead {
-            self.kill_data(a);
+            self.kill_data(a)?;
         }
         let fold = sp.pending.len() > self.cfg.overlay_extents;
         let put_back = |fs: &mut Self, sp: Content| {

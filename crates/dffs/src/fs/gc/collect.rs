@@ -180,7 +180,7 @@ impl<F: Flash> Fs<F> {
         let p = self.store.p();
         let g = p.geometry;
         let bs = g.block_size();
-        if self.store.block(victim).state() != BlockState::Used {
+        if self.store.block(victim)?.state() != BlockState::Used {
             self.gc.victim = None;
             return Ok(0);
         }
@@ -193,7 +193,7 @@ impl<F: Flash> Fs<F> {
         // erases, and its collection's pace is set by the nodes it walks: it reads.)
         if g.flash_kind() == FlashKind::Nand
             && self.gc.pos == 0
-            && self.store.block(victim).live == 0
+            && self.store.block(victim)?.live == 0
         {
             self.end_victim(victim)?;
             return Ok(1);
@@ -203,7 +203,7 @@ impl<F: Flash> Fs<F> {
             // Copies must leave what a checkpoint needs (it releases what was collected), and
             // a checkpoint writes what collection dirtied before the next checkpoint cannot.
             // (Metadata victims copy nothing now: the checkpoint rewrites their live nodes.)
-            let e = self.store.block(victim);
+            let e = self.store.block(victim)?;
             let needs_room = e.live > 0 && self.copies_now(e.kind());
             if needs_room && !self.copy_room() {
                 if self.checkpoint_for(CheckpointNeed::CopyRoom)? == CheckpointDone::Taken {
@@ -215,7 +215,7 @@ impl<F: Flash> Fs<F> {
                 // Leave this victim for later (a block whose collection copies nothing can be
                 // taken meanwhile: the next choice knows there is no room), unless it was
                 // chosen as the last resort whose copies fit where copies go.
-                if !(self.gc.stretch && self.copy_room_for(victim)) {
+                if !(self.gc.stretch && self.copy_room_for(e)) {
                     self.gc.victim = None;
                     break;
                 }
@@ -226,7 +226,7 @@ impl<F: Flash> Fs<F> {
             }
             match self.checkpoint_for(CheckpointNeed::GcDirty)? {
                 CheckpointDone::Refused => break,
-                CheckpointDone::Taken if self.store.block(victim).state() != BlockState::Used => {
+                CheckpointDone::Taken if self.store.block(victim)?.state() != BlockState::Used => {
                     break
                 }
                 _ => {}
@@ -285,16 +285,16 @@ impl<F: Flash> Fs<F> {
             // credited with is what could not be read.
             keep = match self.checkpoint_for(CheckpointNeed::SettleVictim)? {
                 CheckpointDone::Taken => {
-                    self.store.block(victim).state() != BlockState::Used
-                        || self.store.block(victim).live > 0
+                    self.store.block(victim)?.state() != BlockState::Used
+                        || self.store.block(victim)?.live > 0
                 }
                 _ => true,
             };
         }
         // A block credited with nothing live holds nothing to protect, whatever could not be
         // read in it (a block kept at 0 live would never be retried: leaked for good).
-        if self.store.block(victim).state() == BlockState::Used
-            && self.store.block(victim).live == 0
+        if self.store.block(victim)?.state() == BlockState::Used
+            && self.store.block(victim)?.live == 0
         {
             keep = false;
         }
@@ -304,8 +304,8 @@ impl<F: Flash> Fs<F> {
         self.gc.unreadable = false;
         self.gc.unknown = false;
         if keep {
-            if self.store.block(victim).state() == BlockState::Used {
-                let live = self.store.block(victim).live;
+            if self.store.block(victim)?.state() == BlockState::Used {
+                let live = self.store.block(victim)?.live;
                 if self.gc.kept.len() >= KEPT_MAX {
                     self.gc.kept.remove(0);
                 }
@@ -314,10 +314,10 @@ impl<F: Flash> Fs<F> {
             self.gc.blocks_kept += 1;
             return Ok(());
         }
-        let mut e = self.store.block(victim);
+        let mut e = self.store.block(victim)?;
         e.live = 0;
         e.set_state(BlockState::PendingErase);
-        self.store.set_block(victim, e);
+        self.store.set_block(victim, e)?;
         self.gc.blocks_collected += 1;
         Ok(())
     }

@@ -120,7 +120,7 @@ impl<F: Flash> Fs<F> {
             .store
             .write_data_page(LogKind::DataCold, ino, b, data, Priority::Log)?;
         self.retarget(ino, b, 1, committed, overlay, new)?;
-        self.kill_data(a);
+        self.kill_data(a)?;
         self.gc.moved_bytes += data.len() as u64;
         Ok(())
     }
@@ -171,7 +171,7 @@ impl<F: Flash> Fs<F> {
         for &(b, c, o) in &live {
             self.retarget(h.ino, b, 1, c, o, Addr::packed(na))?;
         }
-        self.store.kill(a, share * live.len() as u32);
+        self.store.kill(a, share * live.len() as u32)?;
         self.gc.moved_bytes += len as u64;
         Ok(())
     }
@@ -252,7 +252,7 @@ impl<F: Flash> Fs<F> {
             }
             for (k, &(b, c, o)) in live[i..j].iter().enumerate() {
                 self.retarget(h.ino, b, 1, c, o, ptrs[k])?;
-                self.store.kill(a, share);
+                self.store.kill(a, share)?;
             }
             i = j;
         }
@@ -325,7 +325,7 @@ impl<F: Flash> Fs<F> {
             let new_payload = Addr(na.0 + (p.data_header() >> p.addr_shift));
             self.retarget(ino, first + k0, n, c, o, new_payload)?;
             for g in &good[i..j] {
-                self.kill_data(Addr(payload_addr.0 + g.0 * stride));
+                self.kill_data(Addr(payload_addr.0 + g.0 * stride))?;
             }
             self.gc.moved_bytes += n as u64 * bs as u64;
             i = j;

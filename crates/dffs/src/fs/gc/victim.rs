@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 use crate::error::Result;
 use crate::format::params::{LogKind, NandSupport, ANCHOR_AREA};
 use crate::fs::Fs;
-use crate::store::{BlockState, Wear, ANCHOR_SPARES};
+use crate::store::{BlockInfo, BlockState, Wear, ANCHOR_SPARES};
 use dffs_flash::{Flash, FlashKind};
 
 /// A victim's cost-benefit score, the exact fraction `num / den` (integer arithmetic: a
@@ -82,13 +82,17 @@ impl<F: Flash> Fs<F> {
         let young_free = self.store.next_free_ec()?.unwrap_or(u32::MAX);
         let mut f = self.store.wl_figures()?;
         // A block kept for an unreadable item is not moved: the coldest of the others.
-        if f.coldest.is_some_and(|(_, b)| self.is_kept(b)) {
-            let kept = self.kept_blocks();
+        let coldest_kept = match f.coldest {
+            Some((_, b)) => self.is_kept(b)?,
+            None => false,
+        };
+        if coldest_kept {
+            let kept = self.kept_blocks()?;
             f = self.store.count_wl_figures(|b| kept.contains(&b))?;
         }
         #[cfg(debug_assertions)]
         if self.store.all_wear_in_ram() {
-            let kept = self.kept_blocks();
+            let kept = self.kept_blocks()?;
             let counted = self.store.count_wl_figures(|b| kept.contains(&b))?;
             debug_assert_eq!(f, counted, "static wear leveling's figures");
         }
@@ -109,17 +113,26 @@ impl<F: Flash> Fs<F> {
         )
     }
 
-    /// Whether collecting could free `bytes` (there is dead space or pending blocks).
+    /// Whether collecting could free `bytes` (there is dead space or pending blocks): the
+    /// dead bytes of the closed blocks outside the journal, from the table's sums, less
+    /// those of the blocks kept for unreadable items (kept unless RAM shows one has changed).
     pub(crate) fn gc_could_help(&self, bytes: u64) -> bool {
         let bs = self.store.p().geometry.block_size() as u64;
-        let dead: u64 = self
-            .store
-            .blocks()
-            .filter(|(i, e)| {
-                e.state() == BlockState::Used && e.kind() != LogKind::Journal && !self.is_kept(*i)
+        let mut dead: u64 = LogKind::ALL
+            .iter()
+            .filter(|&&k| k != LogKind::Journal)
+            .map(|&k| {
+                let (n, live) = self.store.used_of(k);
+                (n as u64 * bs).saturating_sub(live)
             })
-            .map(|(_, e)| bs - e.live as u64)
             .sum();
+        for &(b, _) in &self.gc.kept {
+            if let Some(e) = self.store.block_in_ram(b) {
+                if e.kind() != LogKind::Journal && self.is_kept_as(b, e) {
+                    dead = dead.saturating_sub(bs - (e.live as u64).min(bs));
+                }
+            }
+        }
         dead + self.store.pending_blocks() as u64 * bs >= bytes.min(bs)
     }
 
@@ -157,14 +170,10 @@ impl<F: Flash> Fs<F> {
     /// whose free blocks are down to the floors says ENOSPC with most of its used blocks dead:
     /// their copies would fit where copies go. Metadata blocks were left out at first, and a
     /// 24-block SLC device with merged heads stopped with four metadata blocks 9% live.)
-    pub(crate) fn copy_room_for(&self, b: u32) -> bool {
+    pub(crate) fn copy_room_for(&self, e: BlockInfo) -> bool {
         if self.copy_room() {
             return true;
         }
-        if b >= self.store.block_count() {
-            return false;
-        }
-        let e = self.store.block(b);
         let page = self.store.p().geometry.page_size as u64;
         let need = 2 * e.live as u64 + page;
         if e.kind().is_data() {
@@ -191,23 +200,19 @@ impl<F: Flash> Fs<F> {
     /// ([`Fs::rewrite_room`]).
     fn victim_score(
         &self,
-        i: u32,
+        (i, e): (u32, BlockInfo),
         urgent: bool,
         (room, rewrite): (bool, u64),
         stretch: bool,
         age: u32,
     ) -> Option<Score> {
-        if i >= self.store.block_count() {
-            return None;
-        }
-        let e = self.store.block(i);
         if e.state() != BlockState::Used
             || e.kind() == LogKind::Journal
-            || self.is_kept(i)
+            || self.is_kept_as(i, e)
             || (!room
                 && self.copies_now(e.kind())
                 && e.live > 0
-                && !(stretch && self.copy_room_for(i)))
+                && !(stretch && self.copy_room_for(e)))
             || (!self.copies_now(e.kind()) && e.live as u64 > rewrite)
         {
             return None;
@@ -337,6 +342,9 @@ impl<F: Flash> Fs<F> {
         let per = self.store.p().bt_entries();
         let blocks = pg * per..((pg + 1) * per).min(self.store.block_count());
         for b in blocks {
+            let Some(e) = self.store.block_in_ram(b) else {
+                continue;
+            };
             let age = match ages {
                 Ages::Unused => 0,
                 Ages::Each(w) => w.get((b - pg * per) as usize).map_or(0, |w| w.age),
@@ -346,7 +354,8 @@ impl<F: Flash> Fs<F> {
                 if stretch && room {
                     continue;
                 }
-                if let Some(score) = self.victim_score(b, urgent, (room, rewrite), stretch, age) {
+                let score = self.victim_score((b, e), urgent, (room, rewrite), stretch, age);
+                if let Some(score) = score {
                     if best[k].is_none_or(|(s, x)| beats((score, b), (s, x))) {
                         best[k] = Some((score, b));
                     }
@@ -390,12 +399,14 @@ impl<F: Flash> Fs<F> {
         }
         // Urgent scores: no age.
         let room = (self.copy_room(), self.rewrite_room());
+        let ve = self.store.block(v)?;
         let cur = self
-            .victim_score(v, true, room, true, 0)
+            .victim_score((v, ve), true, room, true, 0)
             .unwrap_or(Score::ZERO);
         if let Some(b) = self.best_victim(true)? {
+            let be = self.store.block(b)?;
             let best = self
-                .victim_score(b, true, room, true, 0)
+                .victim_score((b, be), true, room, true, 0)
                 .unwrap_or(Score::ZERO);
             if b != v && best.exceeds(2, cur) {
                 self.gc.victim = None;
@@ -405,20 +416,32 @@ impl<F: Flash> Fs<F> {
     }
 
     /// The blocks [`Fs::is_kept`] says are kept.
-    fn kept_blocks(&self) -> Vec<u32> {
-        (self.gc.kept.iter().map(|k| k.0))
-            .filter(|&b| self.is_kept(b))
-            .collect()
+    fn kept_blocks(&mut self) -> Result<Vec<u32>> {
+        let mut out = Vec::new();
+        for k in 0..self.gc.kept.len() {
+            let b = self.gc.kept[k].0;
+            if self.is_kept(b)? {
+                out.push(b);
+            }
+        }
+        Ok(out)
     }
 
     /// Whether `b` was kept for an unreadable item and nothing in it has died since.
-    fn is_kept(&self, b: u32) -> bool {
-        self.gc.kept.iter().any(|&(k, live)| {
-            k == b
-                && b < self.store.block_count()
-                && self.store.block(b).state() == BlockState::Used
-                && self.store.block(b).live >= live
-        })
+    fn is_kept(&mut self, b: u32) -> Result<bool> {
+        if b >= self.store.block_count() || !self.gc.kept.iter().any(|k| k.0 == b) {
+            return Ok(false);
+        }
+        let e = self.store.block(b)?;
+        Ok(self.is_kept_as(b, e))
+    }
+
+    /// [`Fs::is_kept`] for block `b` of record `e`.
+    fn is_kept_as(&self, b: u32, e: BlockInfo) -> bool {
+        self.gc
+            .kept
+            .iter()
+            .any(|&(k, live)| k == b && e.state() == BlockState::Used && e.live >= live)
     }
 
     /// A used block of the anchor area to move out, when the area holds fewer than
@@ -429,19 +452,23 @@ impl<F: Flash> Fs<F> {
     /// released, which takes a checkpoint: so the spares are made before they are all gone.
     pub(crate) fn anchor_spare_victim(&self) -> Option<u32> {
         let area = ANCHOR_AREA.min(self.store.block_count());
-        let mut spares = 0;
+        let (mut spares, mut area_free) = (0, 0);
         let mut best: Option<(u32, u32)> = None;
         for b in 0..area {
             if self.store.phys(b) != b {
                 continue;
             }
-            let e = self.store.block(b);
+            let e = self.store.area_block(b);
             match e.state() {
                 // (A collected block is a spare from the next checkpoint on.)
-                BlockState::Free | BlockState::Erased | BlockState::PendingErase => spares += 1,
+                BlockState::Free | BlockState::Erased => {
+                    spares += 1;
+                    area_free += 1;
+                }
+                BlockState::PendingErase => spares += 1,
                 BlockState::Used
                     if e.kind() != LogKind::Journal
-                        && !self.is_kept(b)
+                        && !self.is_kept_as(b, e)
                         && best.is_none_or(|(_, live)| e.live < live) =>
                 {
                     best = Some((b, e.live));
@@ -459,10 +486,8 @@ impl<F: Flash> Fs<F> {
         if live == 0 {
             return Some(b);
         }
-        let outside_free = self.store.blocks().any(|(i, e)| {
-            (i >= area || self.store.phys(i) != i)
-                && matches!(e.state(), BlockState::Free | BlockState::Erased)
-        });
+        // (Free blocks outside the area or swapped: all free blocks less the area's own.)
+        let outside_free = self.store.free_blocks() > area_free;
         (outside_free && self.copy_room()).then_some(b)
     }
 
@@ -486,14 +511,14 @@ impl<F: Flash> Fs<F> {
             // the list, and collection that gives space back goes first (it used to take both
             // of a collection's tries, so a device full of dead metadata said ENOSPC).
             if b < self.store.block_count() {
-                let e = self.store.block(b);
-                if e.live > 0 && self.copies_now(e.kind()) && !self.copy_room_for(b) {
+                let e = self.store.block(b)?;
+                if e.live > 0 && self.copies_now(e.kind()) && !self.copy_room_for(e) {
                     break;
                 }
             }
             self.store.take_scrub_candidate();
             if b < self.store.block_count() {
-                let e = self.store.block(b);
+                let e = self.store.block(b)?;
                 // A block still open as a log head is closed first (as if it had filled up), so
                 // that it can be moved and erased like any other.
                 if e.state() == BlockState::Head && e.kind() != LogKind::Journal {
@@ -503,8 +528,10 @@ impl<F: Flash> Fs<F> {
                         }
                     }
                 }
-                let e = self.store.block(b);
-                if e.state() == BlockState::Used && e.kind() != LogKind::Journal && !self.is_kept(b)
+                let e = self.store.block(b)?;
+                if e.state() == BlockState::Used
+                    && e.kind() != LogKind::Journal
+                    && !self.is_kept_as(b, e)
                 {
                     self.start_victim(b);
                     // Admitted above on `copy_room_for`: without free blocks for copies it is

@@ -66,7 +66,7 @@ impl Dirs {
                 next = a;
             }
             for a in old_addrs.iter().filter(|a| a.is_some()) {
-                st.kill(*a, p.dir_page);
+                st.kill(*a, p.dir_page)?;
             }
             let kept: Vec<BucketPage> = keep.into_iter().cloned().collect();
             self.pages.at(i).page = Item::Bucket(kept, new_addrs.clone());
@@ -97,7 +97,7 @@ impl Dirs {
             let a = st.write_node(LogKind::Dir, nb, Priority::Reserve)?;
             let old = self.pages.at_ref(i).addr;
             if old.is_some() {
-                st.kill(old, p.dir_page);
+                st.kill(old, p.dir_page)?;
             }
             self.pages.at(i).addr = a;
             self.pages.set_dirty(i, false);
@@ -123,7 +123,7 @@ impl Dirs {
                 let a = st.write_node(LogKind::Dir, nb, Priority::Reserve)?;
                 let old = self.pages.at_ref(i).addr;
                 if old.is_some() {
-                    st.kill(old, old_len);
+                    st.kill(old, old_len)?;
                 }
                 if let Item::Root(r) = &mut self.pages.at(i).page {
                     r.stored_len = p.align(len);
@@ -277,7 +277,7 @@ impl Dirs {
     ) -> Result<()> {
         let pages = self.page_addrs(st, map, ino, true)?;
         for (a, len) in pages {
-            st.kill(a, len);
+            st.kill(a, len)?;
         }
         self.pages.retain(|c| c.ino != ino);
         Ok(())

@@ -100,7 +100,7 @@ impl Dirs {
             };
             for a in old_rest {
                 if a.is_some() {
-                    st.kill(a, self.p.dir_page);
+                    st.kill(a, self.p.dir_page)?;
                 }
             }
             let capu = cap as usize;
@@ -225,7 +225,7 @@ impl Dirs {
         let all = self.all_slots(st, map, ino)?;
         let dead = self.page_addrs(st, map, ino, false)?;
         for (a, len) in dead {
-            st.kill(a, len);
+            st.kill(a, len)?;
         }
         self.pages
             .retain(|c| !(c.ino == ino && c.key != ItemKey::Root));

@@ -205,13 +205,13 @@ impl<'a, F: Flash> IndexTree<'a, F> {
         Ok(a)
     }
 
-    fn kill_node(&mut self, a: Addr) {
+    fn kill_node(&mut self, a: Addr) -> Result<()> {
         if let Some(u) = &mut self.undo {
             u.0.push(a);
-            return;
+            return Ok(());
         }
         let len = self.st.p().align(self.st.p().index_node);
-        self.st.kill(a, len);
+        self.st.kill(a, len)
     }
 
     /// Where block `b` is according to the folded map (ignores pending changes).
@@ -347,7 +347,7 @@ impl<'a, F: Flash> IndexTree<'a, F> {
         let (dead, written) = self.undo.take().unwrap_or_default();
         let gone = if r.is_ok() { dead } else { written };
         for a in gone {
-            self.kill_node(a);
+            self.kill_node(a)?;
         }
         if r.is_ok() {
             *c = work;
@@ -474,7 +474,7 @@ impl<'a, F: Flash> IndexTree<'a, F> {
             }
         }
         if a.is_some() {
-            self.kill_node(a);
+            self.kill_node(a)?;
         }
         if n.entries.iter().all(|x| x.is_none()) {
             return Ok(Addr::NONE);
@@ -548,7 +548,7 @@ impl<'a, F: Flash> IndexTree<'a, F> {
                 m.entries[k] = self.cut(child, level - 1, cfirst as u32, from, dead)?;
             }
         }
-        self.kill_node(a);
+        self.kill_node(a)?;
         if m.entries.iter().all(|x| x.is_none()) {
             return Ok(Addr::NONE);
         }
@@ -580,7 +580,7 @@ impl<'a, F: Flash> IndexTree<'a, F> {
                 )?;
             }
         }
-        self.kill_node(a);
+        self.kill_node(a)?;
         Ok(())
     }
 
@@ -649,14 +649,14 @@ impl<'a, F: Flash> IndexTree<'a, F> {
         match self.copy_above(c.root, c.depth, 0, &live, &mut written, &mut old) {
             Ok(root) => {
                 for o in old {
-                    self.kill_node(o);
+                    self.kill_node(o)?;
                 }
                 c.root = root;
                 Ok(live.len())
             }
             Err(e) => {
                 for w in written {
-                    self.kill_node(w);
+                    self.kill_node(w)?;
                 }
                 Err(e)
             }
@@ -755,7 +755,7 @@ mod tests {
         let p = t.st.p();
         let named = nodes * p.align(p.index_node) as u64;
         let credited = (0..p.geometry.blocks)
-            .map(|b| t.st.block(b))
+            .map(|b| t.st.block(b).unwrap())
             .filter(|e| e.kind() == LogKind::Index)
             .map(|e| e.live as u64)
             .sum();
@@ -802,7 +802,7 @@ mod tests {
             t.fold(&mut next).unwrap();
             let (dead, written) = t.undo.take().unwrap();
             for a in dead {
-                t.kill_node(a);
+                t.kill_node(a).unwrap();
             }
             let written = written.len() as u64;
             assert!(
@@ -927,7 +927,7 @@ mod tests {
         let moved = t.relocate(&mut c, &moving).unwrap();
         let (dead, written) = t.undo.take().unwrap();
         for a in &dead {
-            t.kill_node(*a);
+            t.kill_node(*a).unwrap();
         }
         assert_eq!(moved, moving.len() - 1);
         assert_eq!(maps(&mut t, &c), before_stale);
