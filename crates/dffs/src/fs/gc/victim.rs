@@ -126,7 +126,10 @@ impl<F: Flash> Fs<F> {
                 (n as u64 * bs).saturating_sub(live)
             })
             .sum();
-        for &(b, _) in &self.gc.kept {
+        for (k, &(b, _)) in self.gc.kept.iter().enumerate() {
+            if self.gc.kept[..k].iter().any(|x| x.0 == b) {
+                continue;
+            }
             if let Some(e) = self.store.block_in_ram(b) {
                 if e.kind() != LogKind::Journal && self.is_kept_as(b, e) {
                     dead = dead.saturating_sub(bs - (e.live as u64).min(bs));
