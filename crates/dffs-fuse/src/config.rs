@@ -44,6 +44,7 @@ fn scaled(k: usize) -> Config {
         sync: false,
         overlay_extents: at(s.overlay_extents, f.overlay_extents),
         table_cache: at(s.table_cache, f.table_cache),
+        records_ram: at(s.records_ram, f.records_ram),
         compress_group: at(s.compress_group as usize, f.compress_group as usize) as u32,
     }
 }

@@ -119,6 +119,31 @@ fn every_cut_nor_mixed() {
     check("nor-qspi-16m", 24, Workload::Mixed, 30, 8);
 }
 
+/// Every cut with the block table's records paged from flash (`records_ram: 0`; DESIGN
+/// §12.1): 1 MiB of 4 KiB NOR sectors, whose 4 block-table pages do not all fit the 3 cached,
+/// so that records leave RAM and are read back, also in the recoveries. And a chain of cuts on
+/// 2 MiB of them (7 pages).
+#[test]
+fn every_cut_nor_4k_paged_records() {
+    let config = Config {
+        records_ram: 0,
+        ..Config::smallest()
+    };
+    check_opts(&Options {
+        preset: nor_4k_sectors(256),
+        config,
+        ..options("nor-qspi-16m", 256, Workload::Mixed, 30, 9)
+    });
+    let opts = Options {
+        preset: nor_4k_sectors(512),
+        config,
+        ..options("nor-qspi-16m", 512, Workload::Churn, 60, 11)
+    };
+    let r = dffs_torture::run_chain(&opts, 30, &mut |_, _| {});
+    assert!(r.failure.is_none(), "{r:?}");
+    assert!(r.cuts >= 30 && r.recoveries > 0, "{r:?}");
+}
+
 #[test]
 fn every_cut_nand_links() {
     check("nand-slc-128m", 24, Workload::Links, 40, 21);

@@ -203,7 +203,15 @@ fn run_on(
     // `DFFS_MODEL_BLOCKS` runs any case on a device of that many blocks (e.g. 64 or more, where
     // the free pool of few large blocks keeps less idle: DESIGN §9.3).
     let blocks = env("DFFS_MODEL_BLOCKS", blocks as u64) as u32;
-    let p = preset(kind).unwrap().with_blocks(blocks).unwrap();
+    // ("nor-4k": the NOR part erased in 4 KiB sectors.)
+    let p = match kind {
+        "nor-4k" => preset("nor-qspi-16m")
+            .unwrap()
+            .with_erase_size(4096)
+            .unwrap(),
+        _ => preset(kind).unwrap(),
+    };
+    let p = p.with_blocks(blocks).unwrap();
     let dev = match sim {
         Some(o) => SimFlash::with_options(p, o).unwrap(),
         None => SimFlash::new(p).unwrap(),
@@ -213,8 +221,12 @@ fn run_on(
         ..FormatOptions::default()
     };
     let dev = Fs::format(dev, &opts).unwrap();
-    let cfg = Config::smallest();
+    let mut cfg = Config::smallest();
+    if PAGED.with(|p| p.get()) || env("DFFS_MODEL_PAGED", 0) != 0 {
+        cfg.records_ram = 0;
+    }
     let mut fs = Fs::mount(dev, cfg).unwrap();
+    assert_eq!(fs.records_paged(), cfg.records_ram == 0);
     let mut m = Model::default();
     let mut rng = Rng::new(seed);
     let mut nospace = 0;
@@ -659,6 +671,19 @@ fn trace() -> bool {
     std::env::var("DFFS_MODEL_TRACE").is_ok()
 }
 
+thread_local! {
+    /// The test running on this thread pages the block table's records (`records_ram: 0`,
+    /// as `DFFS_MODEL_PAGED=1` does for every case): RAM holds a few block-table pages of
+    /// records, and records leave it and are read back from flash all through the run.
+    static PAGED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the block table's records paged ([`PAGED`]).
+fn paged(f: impl FnOnce()) {
+    PAGED.with(|p| p.set(true));
+    f();
+}
+
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -702,6 +727,24 @@ fn model_nand_mlc() {
     for seed in env("DFFS_MODEL_FIRST", 0)..seeds {
         run("nand-mlc-1g", 24, 2000 + seed, ops);
     }
+}
+
+/// The model runs with the block table's records paged from flash (DESIGN §12.1): on 1 MiB
+/// and 2 MiB of 4 KiB NOR sectors (4 and 7 block-table pages of 84 records, 3 cached, so that
+/// records leave RAM and are read back all through the run), also with failing programs and
+/// erases, and on SLC NAND (one page: paged, never evicted).
+#[test]
+fn model_paged_records() {
+    paged(|| {
+        let ops = env("DFFS_MODEL_OPS", 600) as usize;
+        for seed in env("DFFS_MODEL_FIRST", 0)..env("DFFS_MODEL_SEEDS", 2) {
+            run("nor-4k", 256, 6000 + seed, ops);
+            run("nor-4k", 512, 6100 + seed, ops);
+            run_faults_seed("nor-4k", 256, 6200 + seed, ops as u64);
+            #[cfg(feature = "nand")]
+            run("nand-slc-128m", 40, 6300 + seed, ops);
+        }
+    });
 }
 
 #[test]

@@ -436,6 +436,7 @@ struct CacheBudget {
     overlay_extents: usize,
     journal_limit: u32,
     table_cache: usize,
+    records_ram: usize,
 }
 
 #[derive(Serialize)]
@@ -538,6 +539,7 @@ fn measure(
             overlay_extents: k.overlay_extents,
             journal_limit: k.journal_limit,
             table_cache: k.table_cache,
+            records_ram: k.records_ram,
         },
         estimate_bytes: f.estimate,
         after_mount_bytes: f.heap_after_mount,

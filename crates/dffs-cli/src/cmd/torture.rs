@@ -67,6 +67,10 @@ pub struct Args {
     /// paths).
     #[arg(long, default_value = "smallest")]
     pub config: String,
+    /// Page the block table's records from flash whatever the device's size (the mount
+    /// configuration's `records_ram` set to 0; large devices page them anyway).
+    #[arg(long)]
+    pub paged_records: bool,
     /// Compression of the data the workloads write: none, lz4 or deflate.
     #[arg(long, default_value = "none")]
     pub compress: String,
@@ -153,7 +157,10 @@ pub fn run(args: &Args, out: &mut dyn Write) -> Result<(), CliError> {
     } else {
         base.with_size_bytes(args.blocks as u64 * base.geometry.block_size() as u64)?
     };
-    let config = config_named(&args.config)?;
+    let mut config = config_named(&args.config)?;
+    if args.paged_records {
+        config.records_ram = 0;
+    }
     let workloads: Vec<Workload> = if args.workload == "all" {
         Workload::ALL.to_vec()
     } else {
@@ -428,8 +435,13 @@ fn reproduce(args: &Args, f: &Failure) -> String {
         Some(e) => format!(" --erase-size {e}"),
         None => String::new(),
     };
+    let paged = if args.paged_records {
+        " --paged-records"
+    } else {
+        ""
+    };
     format!(
-        "dffs torture --preset {}{erase} --blocks {} --workload {} --steps {} --config {} --compress {} --faults {} --seed {} --cut {}",
+        "dffs torture --preset {}{erase} --blocks {} --workload {} --steps {} --config {}{paged} --compress {} --faults {} --seed {} --cut {}",
         args.preset, args.blocks, f.workload, args.steps, args.config, args.compress, args.faults, f.seed, f.cut
     )
 }

@@ -36,7 +36,7 @@ impl<F: Flash> Fs<F> {
             Record::Erasing { .. } => Ok(()),
             // A bad-block swap the store made: logical `logical` lives on `physical` now.
             Record::Remap { logical, physical } => {
-                self.store.apply_remap(*logical, *physical);
+                self.store.apply_remap(*logical, *physical)?;
                 Ok(())
             }
             // The user-data head moved to `block`: later synced writes may commit by their
@@ -557,7 +557,7 @@ impl<F: Flash> Fs<F> {
         ) {
             return Err(Error::Corrupt);
         }
-        self.store.count_replayed_erase(blk);
+        self.store.count_replayed_erase(blk)?;
         self.store.add_live(a, bytes)?;
         let e = self.store.block(blk)?;
         if matches!(e.state(), BlockState::Free | BlockState::Erased) {

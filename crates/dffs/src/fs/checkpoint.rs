@@ -214,7 +214,7 @@ impl<F: Flash> Fs<F> {
         // The user-data block the journal named for the head to open next: the new journal
         // will not name it, so it goes back to the pool, erased.
         if let Some(b) = self.store.data_next() {
-            self.store.drop_data_next(b);
+            self.store.drop_data_next(b)?;
         }
         // A checkpoint is a program of this session: the session marker goes first, before
         // the journal position is recorded.
@@ -428,8 +428,16 @@ impl<F: Flash> Fs<F> {
         self.store.set_cp_number(self.store.cp_number() + 1);
         self.counts.checkpoints += 1;
         // 7. What the previous checkpoint needed is free now. (Its record need not be
-        //    rewritten: a mount reads a pending block or a dead journal block as free.)
-        for b in 0..nblocks {
+        //    rewritten: a mount reads a pending block or a dead journal block as free, and so
+        //    does a paged table reading a page again: only the records in RAM are looked at.)
+        let paged = self.store.records_paged();
+        let in_ram: Vec<u32> = match paged {
+            true => self.store.blocks_in_ram().map(|(b, _)| b).collect(),
+            false => Vec::new(),
+        };
+        let n = if paged { in_ram.len() as u32 } else { nblocks };
+        for k in 0..n {
+            let b = if paged { in_ram[k as usize] } else { k };
             let e = self.store.block(b)?;
             let state = e.state();
             let dead_journal = state == BlockState::Used && e.kind() == LogKind::Journal;
@@ -648,7 +656,12 @@ impl<F: Flash> Fs<F> {
         for i in plan.0 {
             let was_dirty = self.store.bt_page_dirty(i);
             // The blocks' wear: RAM's cached page, or the page on flash with RAM's changes.
-            let read = match self.store.uncached_bt_page_wear(i) {
+            // (Paged records: the page stays cached while it is written, its records with it.)
+            let read = match self
+                .store
+                .uncached_bt_page_wear(i)
+                .and_then(|r| self.store.pin_bt_page(i).map(|()| r))
+            {
                 Ok(r) => r,
                 Err(e) => {
                     // As for a page not written (below).
@@ -682,6 +695,7 @@ impl<F: Flash> Fs<F> {
             }
             let cur = nb.w.len() as u32;
             nb.w.fill(0, (p.map_page - cur) as usize);
+            self.store.set_bt_prov(i, &prov);
             if prov_pages.contains(&i) {
                 let crc = crc32c(&nb.w.buf);
                 now_prov.push((i, crc));
@@ -706,17 +720,18 @@ impl<F: Flash> Fs<F> {
                     return Err(e);
                 }
             };
-            self.store.account_bt_page(a, true);
+            self.store.account_bt_page(a, true)?;
             *bt_in.get_or_default(p.block_of(a)) += 1;
             let old = self.store.bt_page_addr(i);
             self.store.bt_page_written(i, a);
             if !old.is_none() {
-                self.store.account_bt_page(old, false);
+                self.store.account_bt_page(old, false)?;
                 if let Some(c) = bt_in.get_mut(&p.block_of(old)) {
                     *c = c.saturating_sub(1);
                 }
             }
         }
+        self.store.unpin_bt_page();
         self.cp.provisional_pages = now_prov;
         // The carried records, in delta nodes written afresh (the last checkpoint's stop being
         // live once this one names the new ones).
@@ -773,8 +788,8 @@ impl<F: Flash> Fs<F> {
             .write_node_uncredited(LogKind::Map, nb, Priority::Reserve)
         {
             Ok(a) => {
-                self.store.account_bt_page(a, true);
                 written.push(a);
+                self.store.account_bt_page(a, true)?;
                 Ok(a)
             }
             Err(e) => {
@@ -788,7 +803,8 @@ impl<F: Flash> Fs<F> {
     /// any more, or that one failed to name).
     fn uncount_table_nodes(&mut self, nodes: &[Addr]) {
         for &a in nodes {
-            self.store.account_bt_page(a, false);
+            // (Paged records: a page that cannot be read leaves its block's count as it is.)
+            let _ = self.store.account_bt_page(a, false);
         }
     }
 

@@ -52,6 +52,13 @@ pub struct Config {
     /// bytes of every block are always in RAM; erase counts and ages of the other pages are
     /// read from flash when allocation, wear leveling or the choice of a victim needs them.
     pub table_cache: usize,
+    /// Most bytes the packed records of every block (state, log and live bytes: 19 to 26
+    /// bits each) may take in RAM. On a larger device a mount pages them as it does erase
+    /// counts: RAM holds the records of a few block-table pages (at most `table_cache`, and
+    /// no more than an eighth of this in all) and those changed since their page was
+    /// written, and reads the others when needed (DESIGN §12.1). `0` pages them on any
+    /// device.
+    pub records_ram: usize,
     /// Bytes of consecutive file blocks compressed together into one node (rounded down to
     /// whole blocks, at most a quarter of an erase block and 64 KiB). Larger groups compress
     /// better; reading one block decompresses its whole group, and the group is transient RAM
@@ -76,6 +83,7 @@ impl Default for Config {
             sync: false,
             overlay_extents: 256,
             table_cache: 64,
+            records_ram: 128 * 1024,
             compress_group: 16 * 1024,
         }
     }
@@ -99,6 +107,7 @@ impl Config {
             sync: false,
             overlay_extents: 32,
             table_cache: 1,
+            records_ram: 16 * 1024,
             compress_group: 4 * 1024,
         }
     }
@@ -120,6 +129,7 @@ impl Config {
             sync: false,
             overlay_extents: 1024,
             table_cache: 1024,
+            records_ram: 1024 * 1024,
             compress_group: 32 * 1024,
         }
     }
@@ -148,9 +158,13 @@ impl Config {
         // The packed records, the changed-record bits, the pages' counts and addresses, the
         // wear cache, and the wear of records changed since their pages were written (as many
         // as a checkpoint's delta nodes carry).
-        let blocks =
-            BlockTable::ram_bound(g.blocks, p.bt_entries(), g.block_size(), self.table_cache)
-                + (p.bt_delta_nodes() * p.bt_delta_entries()) as usize * 12;
+        let blocks = BlockTable::ram_bound(
+            g.blocks,
+            p.bt_entries(),
+            g.block_size(),
+            self.table_cache,
+            self.records_ram,
+        ) + (p.bt_delta_nodes() * p.bt_delta_entries()) as usize * 12;
         let dirs = (self.dir_cache + self.max_dirty / 2) * (page + 96);
         let map = (self.map_cache + 2) * (p.map_page as usize + 64);
         let index = self.index_cache * (p.index_node as usize + 48);

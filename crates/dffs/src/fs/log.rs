@@ -73,7 +73,10 @@ impl<F: Flash> Fs<F> {
         if let Some(b) = named {
             match r {
                 Ok(()) => self.store.set_data_next(b),
-                Err(_) => self.store.drop_data_next(b),
+                // (The flush's error is the one returned.)
+                Err(_) => {
+                    let _ = self.store.drop_data_next(b);
+                }
             }
         }
         r?;

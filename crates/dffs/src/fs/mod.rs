@@ -231,6 +231,7 @@ impl<F: Flash> Fs<F> {
     fn assemble(mut store: Box<Store<F>>, cfg: Config, clock: Box<dyn Clock>) -> Fs<F> {
         let p = store.p();
         store.set_table_cache(cfg.table_cache);
+        store.set_records_ram(cfg.records_ram);
         let mut handles = Vec::new();
         handles.resize_with(cfg.max_open, || None);
         Fs {

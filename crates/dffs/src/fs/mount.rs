@@ -22,6 +22,7 @@ use crate::journal::record::ERASED;
 use crate::journal::tag_commits::{self, TagCommit, TagScan};
 use crate::journal::{JournalScan, Record, ScanStart, Tid};
 use crate::store::{decode_page, BlockInfo, BlockRecord, BlockState, Phase, Priority, Store};
+use crate::vec_map::VecMap;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use dffs_flash::{Flash, FlashKind};
@@ -237,37 +238,55 @@ impl<F: Flash> Fs<F> {
             return Err(Error::Corrupt);
         }
         self.store.begin_table_load();
+        // Records that differ from their pages (they stay marked as differing, so the next
+        // checkpoint carries them again or rewrites their pages). With records paged, they are
+        // read first and each is loaded with its page, and each page's records are corrected
+        // as it loads (`fix_loaded_record`), so that the mount reads each page once; with
+        // records in RAM, the delta nodes are read after the pages and the corrections made in
+        // a pass, as before (no buffer of every delta record).
+        let paged = self.store.records_paged();
+        let mut deltas: VecMap<u32, BlockRecord> = VecMap::new();
+        if paged {
+            for a in &cp.bt_deltas {
+                self.read_bt_delta(*a, |b, e| {
+                    deltas.insert(b, e);
+                })?;
+            }
+        }
         for (i, a) in listed.iter().enumerate() {
+            let i = i as u32;
             let (_h, bytes) = self.store.read_node(*a, NodeType::BlockTable, p.map_page)?;
             let mut recs = Vec::with_capacity(per as usize);
             decode_page(
                 &bytes[NODE_HEADER as usize..],
-                i as u32,
+                i,
                 per,
                 (nblocks, p.geometry.block_size()),
                 |r| recs.push(r),
             )?;
-            self.store.load_bt_page(i as u32, *a, &recs);
-        }
-        // Records that differ from their pages (they stay marked as differing, so the next
-        // checkpoint carries them again or rewrites their pages).
-        for a in &cp.bt_deltas {
-            let (_h, bytes) = self
-                .store
-                .read_node(*a, NodeType::BlockTableDelta, p.map_page)?;
-            let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
-            let n = r.u32()?;
-            r.u32()?;
-            if n == 0 || n > p.bt_delta_entries() {
-                return Err(Error::Corrupt);
-            }
-            for _ in 0..n {
-                let b = r.u32()?;
-                let e = BlockRecord::decode(&mut r, p.geometry.block_size())?;
-                if b >= nblocks {
-                    return Err(Error::Corrupt);
+            self.store.load_bt_page(i, *a, &recs);
+            if paged {
+                let blocks = i * per..((i + 1) * per).min(nblocks);
+                for (&b, &e) in deltas.iter() {
+                    if blocks.contains(&b) {
+                        self.store.load_bt_delta(b, e);
+                    }
                 }
-                self.store.load_bt_delta(b, e);
+                for b in blocks {
+                    self.fix_loaded_record(b, &cp)?;
+                }
+            }
+        }
+        if !paged {
+            let mut loaded: Vec<(u32, BlockRecord)> = Vec::new();
+            for a in &cp.bt_deltas {
+                self.read_bt_delta(*a, |b, e| loaded.push((b, e)))?;
+                for (b, e) in loaded.drain(..) {
+                    self.store.load_bt_delta(b, e);
+                }
+            }
+            for b in 0..nblocks {
+                self.fix_loaded_record(b, &cp)?;
             }
         }
         // A restamp's table does not count the erase of the anchor it was written into.
@@ -295,33 +314,6 @@ impl<F: Flash> Fs<F> {
         {
             return Err(Error::Corrupt);
         }
-        // The table was written just before its checkpoint; what that checkpoint freed (blocks
-        // emptied by GC, journal blocks before the replay start) is free now.
-        // (Records corrected here differ from their pages: the next checkpoint rewrites them;
-        // a pending or dead journal block always reads as free, so its record may stay.)
-        for b in 0..nblocks {
-            let e = self.store.block(b)?;
-            let dead_journal = e.state() == BlockState::Used && e.kind() == LogKind::Journal;
-            if e.state() == BlockState::PendingErase || dead_journal {
-                self.store.set_block_unchanged(
-                    b,
-                    BlockInfo::new(BlockState::Free, LogKind::DataHot, 0),
-                )?;
-            }
-        }
-        // An anchor that went bad is replaced after the table of its checkpoint was written:
-        // the checkpoint's parameters say which blocks are the anchors now.
-        for b in 0..nblocks {
-            let anchor = p.anchors.contains(&b) || self.cp.home.blocks.contains(&b);
-            let state = self.store.block(b)?.state();
-            if anchor && state != BlockState::Anchor {
-                self.store
-                    .set_block(b, BlockInfo::new(BlockState::Anchor, LogKind::Map, 0))?;
-            } else if !anchor && state == BlockState::Anchor {
-                self.store
-                    .set_block(b, BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0))?;
-            }
-        }
         // The records on flash do not count the block-table pages; RAM does. A page must sit
         // in a block the table says holds a log's nodes: a damaged checkpoint naming a stale
         // page left in a free block (an anchor that moved away, say) would credit live bytes
@@ -334,10 +326,10 @@ impl<F: Flash> Fs<F> {
             ) {
                 return Err(Error::Corrupt);
             }
-            self.store.account_bt_page(*a, true);
+            self.store.account_bt_page(*a, true)?;
         }
         // (find_newest set the checkpoint's remaps.)
-        self.store.mark_remapped_spares_bad();
+        self.store.mark_remapped_spares_bad()?;
         self.cp.table_nodes = cp.bt_deltas.iter().chain(&cp.bt_dirs).copied().collect();
         // Heads as the checkpoint left them; any other block still marked as a head was closed
         // after the table was written.
@@ -354,13 +346,6 @@ impl<F: Flash> Fs<F> {
                     .set_head(h, crate::store::Head::resumed(b, off, p.geometry.page_size));
             }
         }
-        for b in 0..nblocks {
-            if self.store.block(b)?.state() == BlockState::Head
-                && !cp.heads.iter().any(|&(hb, _)| hb == b)
-            {
-                self.store.set_state(b, BlockState::Used)?;
-            }
-        }
         // Synced writes may commit by data page tags in the user-data head's block as the
         // checkpoint left it (and in blocks the journal names).
         let dh = self.store.head_at(p.head_of(LogKind::DataHot));
@@ -375,12 +360,19 @@ impl<F: Flash> Fs<F> {
             // Blocks believed erased may have been written after the checkpoint: so may the
             // journal's reserved next block (a session that crashed may have moved the journal
             // into it without a link replay could follow). Both are erased before any use.
-            for b in 0..nblocks {
-                if matches!(
-                    self.store.block(b)?.state(),
-                    BlockState::Erased | BlockState::Reserved
-                ) {
-                    self.store.set_state(b, BlockState::Free)?;
+            // (Only the block-table pages that hold such blocks are looked at.)
+            let per = p.bt_entries();
+            for i in 0..nblocks.div_ceil(per) {
+                if !self.store.bt_page_holds_erased(i) {
+                    continue;
+                }
+                for b in i * per..((i + 1) * per).min(nblocks) {
+                    if matches!(
+                        self.store.block(b)?.state(),
+                        BlockState::Erased | BlockState::Reserved
+                    ) {
+                        self.store.set_state(b, BlockState::Free)?;
+                    }
                 }
             }
             self.journal.drop_reservation();
@@ -500,6 +492,62 @@ impl<F: Flash> Fs<F> {
         Ok(())
     }
 
+    /// Reads the block-table delta node at `a`, passing each (block, record) it carries to `f`.
+    fn read_bt_delta(&mut self, a: Addr, mut f: impl FnMut(u32, BlockRecord)) -> Result<()> {
+        let p = self.store.p();
+        let (_h, bytes) = self
+            .store
+            .read_node(a, NodeType::BlockTableDelta, p.map_page)?;
+        let mut r = Reader::new(&bytes[NODE_HEADER as usize..]);
+        let n = r.u32()?;
+        r.u32()?;
+        if n == 0 || n > p.bt_delta_entries() {
+            return Err(Error::Corrupt);
+        }
+        for _ in 0..n {
+            let b = r.u32()?;
+            let e = BlockRecord::decode(&mut r, p.geometry.block_size())?;
+            if b >= p.geometry.blocks {
+                return Err(Error::Corrupt);
+            }
+            f(b, e);
+        }
+        Ok(())
+    }
+
+    /// Corrects block `b`'s record, just loaded with its block-table page, to what the mount
+    /// must see. The table was written just before its checkpoint: what that checkpoint freed
+    /// (blocks emptied by GC, journal blocks before the replay start) is free now (without a
+    /// mark: a pending or dead journal block always reads as free, so its record may stay);
+    /// an anchor that went bad was replaced after the table was written (the checkpoint's
+    /// parameters say which blocks are the anchors now); and a block still marked as a head
+    /// that is not one of the checkpoint's heads was closed after it. (Records corrected with
+    /// a mark differ from their pages: the next checkpoint rewrites them.)
+    fn fix_loaded_record(&mut self, b: u32, cp: &Checkpoint) -> Result<()> {
+        let p = self.store.p();
+        let e = self.store.block(b)?;
+        let dead_journal = e.state() == BlockState::Used && e.kind() == LogKind::Journal;
+        if e.state() == BlockState::PendingErase || dead_journal {
+            let free = BlockInfo::new(BlockState::Free, LogKind::DataHot, 0);
+            self.store.set_block_unchanged(b, free)?;
+        }
+        let anchor = p.anchors.contains(&b) || self.cp.home.blocks.contains(&b);
+        let state = self.store.block(b)?.state();
+        if anchor && state != BlockState::Anchor {
+            self.store
+                .set_block(b, BlockInfo::new(BlockState::Anchor, LogKind::Map, 0))?;
+        } else if !anchor && state == BlockState::Anchor {
+            self.store
+                .set_block(b, BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0))?;
+        }
+        if self.store.block(b)?.state() == BlockState::Head
+            && !cp.heads.iter().any(|&(hb, _)| hb == b)
+        {
+            self.store.set_state(b, BlockState::Used)?;
+        }
+        Ok(())
+    }
+
     /// Scans the journal from the checkpoint's start and applies committed records.
     /// Returns whether there was anything after the checkpoint.
     #[inline(never)]
@@ -566,9 +614,9 @@ impl<F: Flash> Fs<F> {
         // Blocks erased since the checkpoint that replay enters nothing of: the journal block
         // the last link set aside, and the user-data head's blocks named by records (each
         // was erased when it was taken, if the checkpoint's table calls it free).
-        self.store.count_replayed_erase(scan.named_next());
+        self.store.count_replayed_erase(scan.named_next())?;
         for &(b, _) in &data_blocks {
-            self.store.count_replayed_erase(b);
+            self.store.count_replayed_erase(b)?;
         }
         // The other free blocks taken since the checkpoint (their erase counts are advice:
         // a walk that cannot read on leaves them as they are).
@@ -612,7 +660,7 @@ impl<F: Flash> Fs<F> {
         for &b in erasing.iter().filter(|&&b| b & ERASED != 0) {
             let b = b & !ERASED;
             if b < self.store.block_count() {
-                self.store.count_replayed_erase(b);
+                self.store.count_replayed_erase(b)?;
             }
         }
         erasing.retain(|&b| b & ERASED == 0);

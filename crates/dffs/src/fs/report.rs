@@ -269,6 +269,11 @@ impl<F: Flash> Fs<F> {
         out
     }
 
+    /// Whether the block table's records are paged from flash (`Config::records_ram`).
+    pub fn records_paged(&self) -> bool {
+        self.store.records_paged()
+    }
+
     /// Space figures.
     pub fn statfs(&mut self) -> Result<StatFs> {
         let (usable, free) = self.space();

@@ -347,7 +347,7 @@ impl JournalScan {
             Ok(Record::Link { prev, next }) if prev == self.at.block => {
                 // The chain block holds records the state depends on: keep it from the
                 // allocator until the next checkpoint.
-                st.count_replayed_erase(self.at.next);
+                st.count_replayed_erase(self.at.next)?;
                 st.set_block(
                     self.at.next,
                     BlockInfo::new(BlockState::Used, LogKind::Journal, 0),

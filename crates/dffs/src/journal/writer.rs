@@ -447,7 +447,7 @@ mod tests {
         let (mut replay, _, _, _) = started(nor_geometry(32));
         for rec in replayed(&mut st, first, next) {
             if let Record::Remap { logical, physical } = rec {
-                replay.apply_remap(logical, physical);
+                replay.apply_remap(logical, physical).unwrap();
             }
         }
         assert_eq!(

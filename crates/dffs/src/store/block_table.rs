@@ -2,7 +2,9 @@
 //!
 //! Owns the per-block records and where they live. In RAM, every block's state, owner log and
 //! live bytes ([`BlockInfo`]), packed into as few bits as the block size needs (19 on 4 KiB
-//! sectors). A block's erase count and age ([`Wear`]) are in RAM only while they differ from
+//! sectors); on a device where that is too much, only those of a bounded cache of block-table
+//! pages and the changed and kept ones, the others read with their pages when needed (paged
+//! records, [`BlockTable::pages_records`]). A block's erase count and age ([`Wear`]) are in RAM only while they differ from
 //! its block-table page on flash (and always for the anchor area) and in a bounded cache of
 //! such pages: the rest is read back from the pages by the store, so that RAM does not hold
 //! 8 bytes per block for values that wear leveling and victim choice read seldom; bounds on
@@ -186,6 +188,29 @@ impl WlFigures {
     }
 }
 
+/// Paged: whether RAM keeps a block of record `e` when its page leaves the cache, changed or
+/// not: a head, the journal's next block and an anchor (looked up often, and by code that
+/// cannot read a page), and a pending block or a dead journal block (the checkpoint that
+/// frees them changes every such record RAM holds, and the sums follow).
+fn kept_in_ram(e: BlockInfo) -> bool {
+    matches!(
+        e.state(),
+        BlockState::Head | BlockState::Reserved | BlockState::Anchor
+    ) || freed_by_checkpoint(e)
+}
+
+/// Whether a block of record `e` is free once the next checkpoint is on flash (a pending block,
+/// a dead journal block): a record on flash that says so reads as free.
+fn freed_by_checkpoint(e: BlockInfo) -> bool {
+    e.state() == BlockState::PendingErase
+        || (e.state() == BlockState::Used && e.kind() == LogKind::Journal)
+}
+
+/// Whether a block of record `e` is `Erased` or `Reserved` (erased, as far as RAM knows).
+fn erased_or_reserved(e: BlockInfo) -> bool {
+    matches!(e.state(), BlockState::Erased | BlockState::Reserved)
+}
+
 /// Whether a block of record `e` counts for the wear spread (neither bad nor an anchor).
 fn in_circulation(e: BlockInfo) -> bool {
     !matches!(e.state(), BlockState::Bad | BlockState::Anchor)
@@ -261,6 +286,52 @@ struct PageBounds {
     /// No block of the page was last written before this checkpoint number (low 24 bits;
     /// ages are compared on a ring, valid while they lie within 2^23 checkpoints).
     oldest: u32,
+}
+
+/// Paged records: what RAM knows of the records of a block-table page it may not hold
+/// ([`BlockTable::pages_records`]), kept with every change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PageCounts {
+    /// No closed (`Used`) block of the page outside the journal has fewer live bytes than
+    /// this (`u32::MAX`: none): a bound, widened by changes, exact when the page is read.
+    used_lo: u32,
+    /// Free blocks (`Free` or `Erased`) in the page: exact.
+    free_n: u16,
+    /// `Erased` and `Reserved` blocks in the page: exact.
+    erased_n: u16,
+}
+
+impl PageCounts {
+    /// The counts of a page whose records are `recs`.
+    fn exact(recs: impl Iterator<Item = BlockInfo>) -> PageCounts {
+        let mut c = PageCounts {
+            used_lo: u32::MAX,
+            free_n: 0,
+            erased_n: 0,
+        };
+        for e in recs {
+            c.free_n += e.state().is_free() as u16;
+            c.erased_n += erased_or_reserved(e) as u16;
+            c.widen_live(e);
+        }
+        c
+    }
+
+    /// Follows a record's change from `old` to `new`.
+    fn follow(&mut self, old: BlockInfo, new: BlockInfo) {
+        self.free_n = (self.free_n + new.state().is_free() as u16)
+            .saturating_sub(old.state().is_free() as u16);
+        self.erased_n = (self.erased_n + erased_or_reserved(new) as u16)
+            .saturating_sub(erased_or_reserved(old) as u16);
+        self.widen_live(new);
+    }
+
+    /// Widens the least live count of closed blocks to hold record `e`.
+    fn widen_live(&mut self, e: BlockInfo) {
+        if e.state() == BlockState::Used && e.kind() != LogKind::Journal {
+            self.used_lo = self.used_lo.min(e.live);
+        }
+    }
 }
 
 /// `ec` as a page bound holds it (`None`: unknown, the widest bound).
@@ -347,6 +418,30 @@ pub fn decode_page(
     Ok(())
 }
 
+/// A cached block-table page: the current wear of its blocks, and, when the records are paged
+/// ([`BlockTable`]), their records packed ([`pack`]) and which of them differ from the page on
+/// flash (a bit each).
+struct Cached {
+    i: u32,
+    wear: Vec<Wear>,
+    recs: Vec<u32>,
+    changed: Vec<u32>,
+}
+
+/// Record `e` packed in a `u32` (live bytes above the state and log), as paged records are
+/// cached.
+fn pack(e: BlockInfo) -> u32 {
+    e.live << 6 | (e.bits & 63) as u32
+}
+
+/// A record [`pack`] packed.
+fn unpack(v: u32) -> BlockInfo {
+    BlockInfo {
+        live: v >> 6,
+        bits: (v & 63) as u8,
+    }
+}
+
 /// Whether bit `b` of bitmap `v` is set.
 fn bit(v: &[u32], b: u32) -> bool {
     v.get((b / 32) as usize)
@@ -392,13 +487,31 @@ pub(crate) struct BlockTable {
     /// flash (or whose page has no copy yet: without an entry their wear is zero), and the
     /// anchor area's always.
     over: VecMap<u32, Wear>,
-    /// The current wear of the cached block-table pages (changes are made here; eviction keeps
-    /// the changed ones in `over`), the page cached longest first.
-    cache: Vec<(u32, Vec<Wear>)>,
+    /// The cached block-table pages (changes are made here; eviction keeps the changed
+    /// records in `over` and `rec_over`), the page cached longest first.
+    cache: Vec<Cached>,
+    /// Records paged: RAM holds the records of the cached pages and the changed records of
+    /// the others only (`rec_over`); `hot` is empty, and so are `changed` and `wear_changed`
+    /// (each cached page has its own bits, and every record in `rec_over` has changed).
+    paged: bool,
+    /// Paged: the changed records of pages not cached, packed ([`pack`]).
+    rec_over: VecMap<u32, u32>,
+    /// Paged: the unchanged records of pages not cached that RAM keeps all the same
+    /// ([`kept_in_ram`]: heads, the journal's next block, anchors, and the blocks the next
+    /// checkpoint frees), packed.
+    rec_keep: VecMap<u32, u32>,
+    /// Paged: a page that may not leave the cache now (one being written), or `u32::MAX`.
+    pinned: u32,
+    /// Paged, debug builds: the unchanged records dropped with their pages, to check that a
+    /// page read again gives the same records (`Store::load_record`'s view of flash).
+    #[cfg(debug_assertions)]
+    evicted: VecMap<u32, u32>,
     /// Most pages `cache` holds (at least one).
     cache_pages: usize,
     /// Per block-table page, what scans need to know without reading it ([`PageBounds`]).
     bounds: Vec<PageBounds>,
+    /// Paged: per block-table page, its counts ([`PageCounts`]; empty otherwise).
+    page_counts: Vec<PageCounts>,
     /// Bumped whenever a block outside the anchor area joins the free pool (or a free one's
     /// wear changes), which may put it ahead of the candidates.
     free_gen: u64,
@@ -426,16 +539,22 @@ impl BlockTable {
     /// written).
     pub fn new(n: u32, per_page: u32, block_size: u32, cache_pages: usize) -> BlockTable {
         let free = BlockInfo::new(BlockState::Free, LogKind::DataHot, 0);
-        let mut t = Self::filled(n, per_page, block_size, cache_pages, free);
+        let mut t = Self::filled(n, per_page, block_size, cache_pages, free, false);
         t.mark_all();
         t
     }
 
     /// A table for a mount to fill ([`BlockTable::load_page`]): every block bad until then,
     /// no page on flash, no page marked.
-    pub fn for_load(n: u32, per_page: u32, block_size: u32, cache_pages: usize) -> BlockTable {
+    pub fn for_load(
+        n: u32,
+        per_page: u32,
+        block_size: u32,
+        cache_pages: usize,
+        paged: bool,
+    ) -> BlockTable {
         let bad = BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0);
-        let mut t = Self::filled(n, per_page, block_size, cache_pages, bad);
+        let mut t = Self::filled(n, per_page, block_size, cache_pages, bad, paged);
         // (Exact for blocks that are all bad; each page loaded adds its blocks.)
         t.wl = Some(WlFigures::default());
         t
@@ -447,28 +566,41 @@ impl BlockTable {
         block_size: u32,
         cache_pages: usize,
         e: BlockInfo,
+        paged: bool,
     ) -> BlockTable {
         let per_page = per_page.max(1);
         let pages = n.div_ceil(per_page);
         let width = 6 + (32 - block_size.leading_zeros());
+        let paged = paged && width <= 32;
+        let per_block = |bytes: usize| if paged { 0 } else { bytes };
         let mut t = BlockTable {
             n,
             width,
             block_size,
-            hot: vec![0; (n as usize * width as usize).div_ceil(8) + 8],
+            hot: vec![0; per_block((n as usize * width as usize).div_ceil(8) + 8)],
             per_page,
             forced: vec![0; pages.div_ceil(32) as usize],
-            changed: vec![0; n.div_ceil(32) as usize],
+            changed: vec![0; per_block(n.div_ceil(32) as usize)],
             changed_in: vec![0; pages as usize],
-            wear_changed: vec![0; n.div_ceil(32) as usize],
+            wear_changed: vec![0; per_block(n.div_ceil(32) as usize)],
             counts: [0; 8],
             live_files: 0,
             used: [UsedSums::default(); LogKind::ALL.len()],
             page_addr: vec![Addr::NONE; pages as usize],
             over: VecMap::new(),
             cache: Vec::new(),
-            cache_pages: cache_pages.max(1),
+            // (Paged: the anchor area's page stays, and another must fit beside it.)
+            cache_pages: cache_pages
+                .max(1 + paged as usize * 2)
+                .min(pages.max(1) as usize),
+            paged,
+            rec_over: VecMap::new(),
+            rec_keep: VecMap::new(),
+            pinned: u32::MAX,
+            #[cfg(debug_assertions)]
+            evicted: VecMap::new(),
             bounds: Vec::new(),
+            page_counts: Vec::new(),
             free_gen: 0,
             young: Vec::new(),
             old: Vec::new(),
@@ -478,15 +610,37 @@ impl BlockTable {
             wl_stale: 0,
             offered: 0,
         };
-        for b in 0..n {
-            t.hot_put(b, e);
+        // (The cache's vector at its full size once: a few entries, each larger than a
+        // growing vector's rounding.)
+        t.cache = Vec::with_capacity(t.cache_pages);
+        if !paged {
+            for b in 0..n {
+                t.hot_put(b, e);
+            }
         }
         t.counts[e.state() as usize] = n;
         // Only a table whose pages may not all be cached needs bounds to skip reads.
-        if pages as usize > t.cache_pages {
+        if pages as usize > t.cache_pages || paged {
             t.bounds = vec![PageBounds::exact(&[Wear::default()], |_| e); pages as usize];
         }
+        if paged {
+            t.page_counts = (0..pages)
+                .map(|i| PageCounts::exact(t.page_range(i).map(|_| e)))
+                .collect();
+        }
         t
+    }
+
+    /// Whether the records are paged: RAM holds those of a bounded cache of block-table pages
+    /// and the changed ones of the others, and a lookup of any other needs its page read
+    /// ([`BlockTable::try_get`], [`BlockTable::cache_records`]).
+    pub fn pages_records(&self) -> bool {
+        self.paged
+    }
+
+    /// Whether block `b`'s page holds the anchor area (paged: it never leaves the cache).
+    fn holds_area(&self, i: u32) -> bool {
+        i * self.per_page < ANCHOR_AREA
     }
 
     /// Bit position of block `b`'s packed record.
@@ -523,6 +677,73 @@ impl BlockTable {
             s.copy_from_slice(&w.to_le_bytes());
             self.follow_sums(old, BlockInfo { live, bits: e.bits });
         }
+    }
+
+    /// Block `b`'s record, if RAM holds it (always unless paged).
+    fn rec(&self, b: u32) -> Option<BlockInfo> {
+        if b >= self.n {
+            return None;
+        }
+        if !self.paged {
+            return Some(self.hot_get(b));
+        }
+        let i = b / self.per_page;
+        if let Some(c) = self.cache.iter().find(|c| c.i == i) {
+            return c
+                .recs
+                .get((b - i * self.per_page) as usize)
+                .map(|&v| unpack(v));
+        }
+        self.rec_over
+            .get(&b)
+            .or_else(|| self.rec_keep.get(&b))
+            .map(|&v| unpack(v))
+    }
+
+    /// Stores `e` as block `b`'s record, following the sums and the page's bounds; false
+    /// when RAM does not hold the record (paged: the store loads it first).
+    fn rec_put(&mut self, b: u32, e: BlockInfo) -> bool {
+        let Some(old) = self.rec(b) else {
+            debug_assert!(false, "block {b}'s record changed while not in RAM");
+            return false;
+        };
+        let new = BlockInfo {
+            live: e.live.min(self.block_size),
+            bits: e.bits,
+        };
+        if !self.paged {
+            self.hot_put(b, new);
+        } else {
+            let i = b / self.per_page;
+            let k = (b - i * self.per_page) as usize;
+            match self.cache.iter_mut().find(|c| c.i == i) {
+                Some(c) => {
+                    if let Some(x) = c.recs.get_mut(k) {
+                        *x = pack(new);
+                    }
+                }
+                // (Not cached: the record is changed, or kept.)
+                None => match self.rec_over.get_mut(&b) {
+                    Some(x) => *x = pack(new),
+                    // A kept block freed by a checkpoint (not marked: its page's copy, read
+                    // again, gives it as free) leaves RAM; any other change stays in RAM
+                    // (`mark` makes it changed).
+                    None if freed_by_checkpoint(old) && new.state().is_free() => {
+                        self.rec_keep.remove(&b);
+                        #[cfg(debug_assertions)]
+                        self.evicted.insert(b, pack(new));
+                    }
+                    None => {
+                        self.rec_keep.insert(b, pack(new));
+                    }
+                },
+            }
+            self.follow_sums(old, new);
+        }
+        if let Some(c) = self.page_counts.get_mut((b / self.per_page) as usize) {
+            c.follow(old, new);
+        }
+        true
     }
 
     /// Whether a record's live bytes count in [`BlockTable::live_outside_journal`].
@@ -574,11 +795,11 @@ impl BlockTable {
 
     /// Replaces block `b`'s record by `e`, keeping the state counts; false outside the table.
     fn put(&mut self, b: u32, e: BlockInfo) -> bool {
-        if b >= self.n {
+        let Some(old) = self.rec(b) else {
+            debug_assert!(b >= self.n, "block {b}'s record changed while not in RAM");
             return false;
-        }
-        let old = self.hot_get(b);
-        self.hot_put(b, e);
+        };
+        self.rec_put(b, e);
         let (os, ns) = (old.state(), e.state());
         self.counts[os as usize] -= 1;
         self.counts[ns as usize] += 1;
@@ -594,6 +815,11 @@ impl BlockTable {
             }
             if ns.is_free() && !os.is_free() && b >= ANCHOR_AREA {
                 self.free_gen += 1;
+            }
+            if os.is_free() && !ns.is_free() {
+                // (Candidates are free blocks: a paged record may not be in RAM to say so.)
+                self.young.retain(|x| x.1 != b);
+                self.old.retain(|x| x.1 != b);
             }
         }
         true
@@ -625,6 +851,38 @@ impl BlockTable {
         if let Some(w) = self.forced.get_mut((i / 32) as usize) {
             *w |= 1 << (i % 32);
         }
+        // Paged: every record of a cached page counts as changed, so that none is dropped
+        // with the page while RAM may differ from its copy (a copy whose write failed after
+        // its records were marked written, or one about to be erased).
+        if self.paged {
+            for b in self.page_range(i) {
+                if self.cached_page(i).is_some() {
+                    self.mark(b);
+                }
+            }
+        }
+    }
+
+    /// `Erased` and `Reserved` blocks in page `i`.
+    pub fn erased_in_page(&self, i: u32) -> u32 {
+        match self.page_counts.get(i as usize) {
+            Some(c) => c.erased_n as u32,
+            None => self
+                .page_range(i)
+                .filter(|&b| erased_or_reserved(self.get(b)))
+                .count() as u32,
+        }
+    }
+
+    /// Free blocks in page `i` (paged: kept with every change, for pages not cached).
+    pub fn free_in_page(&self, i: u32) -> u32 {
+        match self.page_counts.get(i as usize) {
+            Some(c) => c.free_n as u32,
+            None => self
+                .page_range(i)
+                .filter(|&b| self.get(b).state().is_free())
+                .count() as u32,
+        }
     }
 
     /// Marks every block-table page to be written whole.
@@ -639,6 +897,14 @@ impl BlockTable {
     pub fn clear_page(&mut self, i: u32) {
         if let Some(w) = self.forced.get_mut((i / 32) as usize) {
             *w &= !(1 << (i % 32));
+        }
+        if self.paged {
+            // (The page is cached while it is written: its records are all in RAM.)
+            if let Some(c) = self.cache.iter_mut().find(|c| c.i == i) {
+                c.changed.iter_mut().for_each(|w| *w = 0);
+            }
+            let r = self.page_range(i);
+            self.rec_over.retain(|b, _| !r.contains(b));
         }
         for b in self.page_range(i) {
             if let Some(w) = self.changed.get_mut((b / 32) as usize) {
@@ -669,14 +935,34 @@ impl BlockTable {
 
     /// Whether block `b`'s record differs from the one in its page on flash.
     pub fn block_changed(&self, b: u32) -> bool {
+        if self.paged {
+            let i = b / self.per_page;
+            return match self.cache.iter().find(|c| c.i == i) {
+                Some(c) => bit(&c.changed, b - i * self.per_page),
+                None => self.rec_over.contains_key(&b),
+            };
+        }
         self.changed
             .get((b / 32) as usize)
             .is_some_and(|w| w & (1 << (b % 32)) != 0)
     }
 
     /// Blocks whose records differ from their pages on flash, in block order.
-    pub fn changed_blocks(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.len()).filter(|&b| self.block_changed(b))
+    pub fn changed_blocks(&self) -> Vec<u32> {
+        if self.paged {
+            let mut v: Vec<u32> = self.rec_over.iter().map(|(&b, _)| b).collect();
+            for c in &self.cache {
+                let first = c.i * self.per_page;
+                v.extend(
+                    (0..c.recs.len() as u32)
+                        .filter(|&k| bit(&c.changed, k))
+                        .map(|k| first + k),
+                );
+            }
+            crate::sort::sort(&mut v);
+            return v;
+        }
+        (0..self.len()).filter(|&b| self.block_changed(b)).collect()
     }
 
     /// Marks block `b`'s record as differing from its page on flash.
@@ -684,12 +970,35 @@ impl BlockTable {
         if b >= self.len() {
             return;
         }
-        let Some(w) = self.changed.get_mut((b / 32) as usize) else {
-            return;
-        };
-        if *w & (1 << (b % 32)) == 0 {
+        let i = b / self.per_page;
+        let newly = if self.paged {
+            match self.cache.iter_mut().find(|c| c.i == i) {
+                Some(c) => {
+                    let k = b - i * self.per_page;
+                    let w = &mut c.changed[(k / 32) as usize];
+                    let was = *w & (1 << (k % 32)) != 0;
+                    *w |= 1 << (k % 32);
+                    !was
+                }
+                // (Paged, a record not cached is in RAM while changed, or kept.)
+                None => match self.rec_keep.remove(&b) {
+                    Some(x) => {
+                        self.rec_over.insert(b, x);
+                        true
+                    }
+                    None => false,
+                },
+            }
+        } else {
+            let Some(w) = self.changed.get_mut((b / 32) as usize) else {
+                return;
+            };
+            let was = *w & (1 << (b % 32)) != 0;
             *w |= 1 << (b % 32);
-            if let Some(c) = self.changed_in.get_mut((b / self.per_page) as usize) {
+            !was
+        };
+        if newly {
+            if let Some(c) = self.changed_in.get_mut(i as usize) {
                 *c += 1;
             }
         }
@@ -700,19 +1009,26 @@ impl BlockTable {
         self.n
     }
 
-    /// Block `b`'s record (a bad block for a number outside the table).
+    /// Block `b`'s record (a bad block for a number outside the table, and for one whose
+    /// paged record RAM does not hold: the store loads it first, [`BlockTable::try_get`]).
     pub fn get(&self, b: u32) -> BlockInfo {
-        if b < self.n {
-            self.hot_get(b)
-        } else {
-            BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0)
+        match self.rec(b) {
+            Some(e) => e,
+            None => {
+                debug_assert!(b >= self.n, "block {b}'s record read while not in RAM");
+                BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0)
+            }
         }
+    }
+
+    /// Block `b`'s record if RAM holds it (`None` outside the table).
+    pub fn try_get(&self, b: u32) -> Option<BlockInfo> {
+        self.rec(b)
     }
 
     /// Changes block `b`'s record with `f` and marks its page (nothing outside the table).
     pub fn update(&mut self, b: u32, f: impl FnOnce(&mut BlockInfo)) {
-        if b < self.n {
-            let mut e = self.hot_get(b);
+        if let Some(mut e) = self.rec(b) {
             f(&mut e);
             self.put(b, e);
             self.mark(b);
@@ -721,7 +1037,7 @@ impl BlockTable {
 
     /// Replaces block `b`'s record.
     pub fn set(&mut self, b: u32, e: BlockInfo) {
-        if b < self.n && self.hot_get(b) != e && self.put(b, e) {
+        if self.rec(b).is_some_and(|x| x != e) && self.put(b, e) {
             self.mark(b);
         }
     }
@@ -733,8 +1049,7 @@ impl BlockTable {
 
     /// Sets block `b`'s state (owner log unchanged).
     pub fn set_state(&mut self, b: u32, s: BlockState) {
-        if b < self.n {
-            let mut e = self.hot_get(b);
+        if let Some(mut e) = self.rec(b) {
             if e.state() != s {
                 e.set_state(s);
                 self.put(b, e);
@@ -743,9 +1058,31 @@ impl BlockTable {
         }
     }
 
-    /// Every block's number and record.
+    /// The number and record of every block whose record RAM holds (every block unless
+    /// paged).
     pub fn iter(&self) -> impl Iterator<Item = (u32, BlockInfo)> + '_ {
-        (0..self.n).map(|b| (b, self.hot_get(b)))
+        (0..self.n).filter_map(|b| self.rec(b).map(|e| (b, e)))
+    }
+
+    /// [`BlockTable::iter`]'s records, found without a lookup per block when paged (cached
+    /// pages, then the changed records of the others).
+    pub fn in_ram(&self) -> Vec<(u32, BlockInfo)> {
+        if !self.paged {
+            return self.iter().collect();
+        }
+        let mut v: Vec<(u32, BlockInfo)> = Vec::new();
+        for c in &self.cache {
+            let first = c.i * self.per_page;
+            v.extend(
+                c.recs
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &x)| (first + k as u32, unpack(x))),
+            );
+        }
+        v.extend(self.rec_over.iter().map(|(&b, &x)| (b, unpack(x))));
+        v.extend(self.rec_keep.iter().map(|(&b, &x)| (b, unpack(x))));
+        v
     }
 
     /// Blocks in state `s`.
@@ -770,6 +1107,11 @@ impl BlockTable {
         if self.used[kind as usize].n == 0 {
             return None;
         }
+        if self.paged {
+            // (The store finds it, reading pages: `Store::used_min_live`.)
+            let m = self.used[kind as usize].min;
+            return (m != UsedSums::UNKNOWN).then_some(m);
+        }
         if self.used[kind as usize].min == UsedSums::UNKNOWN {
             let (_, counted) = self.recount_sums();
             for (u, c) in self.used.iter_mut().zip(counted) {
@@ -781,6 +1123,24 @@ impl BlockTable {
         Some(self.used[kind as usize].min)
     }
 
+    /// Whether log `kind` has closed blocks whose least live count is not known (paged: the
+    /// store finds it, [`BlockTable::set_used_min`]).
+    pub fn used_min_unknown(&self, kind: LogKind) -> bool {
+        let u = self.used[kind as usize];
+        u.n > 0 && u.min == UsedSums::UNKNOWN
+    }
+
+    /// The least live count of log `kind`'s closed blocks, found by the store.
+    pub fn set_used_min(&mut self, kind: LogKind, m: u32) {
+        self.used[kind as usize].min = m;
+    }
+
+    /// No closed block of page `i` outside the journal has fewer live bytes than this
+    /// (`u32::MAX`: none has any, or the page has no bounds).
+    pub fn used_lo(&self, i: u32) -> u32 {
+        self.page_counts.get(i as usize).map_or(0, |c| c.used_lo)
+    }
+
     /// `live_files` and `used` counted from the records, in one pass (every least count
     /// known; `UNKNOWN` for a log with no closed block).
     fn recount_sums(&self) -> (u64, [UsedSums; LogKind::ALL.len()]) {
@@ -789,8 +1149,7 @@ impl BlockTable {
             min: UsedSums::UNKNOWN,
             ..UsedSums::default()
         }; LogKind::ALL.len()];
-        for b in 0..self.n {
-            let e = self.hot_get(b);
+        for (_, e) in self.iter() {
             if Self::holds_files(e) {
                 live += e.live as u64;
             }
@@ -807,6 +1166,10 @@ impl BlockTable {
     /// Counts `live_outside_journal`, `used_of` and `used_min_live` again from the records
     /// (for debug checks): `Err` names the first that differs.
     pub fn check_sums(&self) -> core::result::Result<(), &'static str> {
+        if self.paged {
+            // (RAM does not hold every record: a page read again is checked instead.)
+            return Ok(());
+        }
         let (live, used) = self.recount_sums();
         if live != self.live_files {
             return Err("live bytes outside the journal");
@@ -872,10 +1235,9 @@ impl BlockTable {
     /// [`BlockTable::add_live`] without marking the page: for block-table pages themselves,
     /// whose bytes the records on flash do not count (see the checkpoint).
     pub fn add_live_quiet(&mut self, b: u32, bytes: u32, block_size: u32) {
-        if b < self.n {
-            let mut e = self.hot_get(b);
+        if let Some(mut e) = self.rec(b) {
             e.live = e.live.saturating_add(bytes).min(block_size);
-            self.hot_put(b, e);
+            self.rec_put(b, e);
         }
     }
 
@@ -890,10 +1252,9 @@ impl BlockTable {
     /// [`BlockTable::kill`] without marking the page (block-table pages, as
     /// [`BlockTable::add_live_quiet`]).
     pub fn kill_quiet(&mut self, b: u32, bytes: u32) {
-        if b < self.n {
-            let mut e = self.hot_get(b);
+        if let Some(mut e) = self.rec(b) {
             e.live = e.live.saturating_sub(bytes);
-            self.hot_put(b, e);
+            self.rec_put(b, e);
         }
     }
 
@@ -920,8 +1281,8 @@ impl BlockTable {
         }
         let i = b / self.per_page;
         let k = (b - i * self.per_page) as usize;
-        if let Some(c) = self.cache.iter().find(|c| c.0 == i) {
-            return c.1.get(k).copied();
+        if let Some(c) = self.cache.iter().find(|c| c.i == i) {
+            return c.wear.get(k).copied();
         }
         if let Some(w) = self.over.get(&b) {
             return Some(*w);
@@ -931,8 +1292,8 @@ impl BlockTable {
 
     /// The wear of page `i`'s blocks as it is now, if RAM has it.
     pub fn page_wear(&self, i: u32) -> Option<Vec<Wear>> {
-        if let Some(c) = self.cache.iter().find(|c| c.0 == i) {
-            return Some(c.1.clone());
+        if let Some(c) = self.cache.iter().find(|c| c.i == i) {
+            return Some(c.wear.clone());
         }
         if !self.page_addr(i).is_none() {
             return None;
@@ -959,29 +1320,125 @@ impl BlockTable {
     /// applied, which then lives in the cache only. When the cache is full, the page cached
     /// longest goes, the wear of its changed records kept aside.
     pub fn cache_page(&mut self, i: u32, mut v: Vec<Wear>) {
-        if self.cache.iter().any(|c| c.0 == i) {
+        debug_assert!(!self.paged, "a paged table caches records with their wear");
+        if self.cache.iter().any(|c| c.i == i) {
             return;
         }
         self.apply_changes(i, &mut v);
-        self.insert_cached(i, v);
+        self.insert_cached(Cached {
+            i,
+            wear: v,
+            recs: Vec::new(),
+            changed: Vec::new(),
+        });
     }
 
-    /// Puts page `i`'s current wear `v` in the cache (see [`BlockTable::cache_page`]).
-    fn insert_cached(&mut self, i: u32, v: Vec<Wear>) {
+    /// Paged: caches page `i`, read from its copy on flash as `recs` (the store's view of
+    /// them: see `Store::load_record`) and `v`: with what changed since applied (the changed
+    /// records in `rec_over` and `over` move into the cache, marked).
+    pub fn cache_records(&mut self, i: u32, recs: &[BlockInfo], mut v: Vec<Wear>) {
+        if !self.paged || self.cache.iter().any(|c| c.i == i) {
+            return;
+        }
+        let r = self.page_range(i);
+        self.apply_changes(i, &mut v);
+        let mut packed: Vec<u32> = recs.iter().take(r.len()).map(|&e| pack(e)).collect();
+        packed.resize(
+            r.len(),
+            pack(BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0)),
+        );
+        let mut changed = vec![0u32; r.len().div_ceil(32)];
+        for (&b, &x) in self.rec_over.iter() {
+            if r.contains(&b) {
+                let k = (b - r.start) as usize;
+                packed[k] = x;
+                changed[k / 32] |= 1 << (k % 32);
+            }
+        }
+        for (&b, &x) in self.rec_keep.iter() {
+            if r.contains(&b) {
+                packed[(b - r.start) as usize] = x;
+            }
+        }
+        self.rec_keep.retain(|b, _| !r.contains(b));
+        #[cfg(debug_assertions)]
+        for (k, &x) in packed.iter().enumerate() {
+            let b = r.start + k as u32;
+            if let Some(was) = self.evicted.remove(&b) {
+                debug_assert!(
+                    x == was || bit(&changed, k as u32),
+                    "block {b}'s record read back as {:?}, evicted as {:?}",
+                    unpack(x),
+                    unpack(was)
+                );
+            }
+        }
+        self.rec_over.retain(|b, _| !r.contains(b));
+        self.insert_cached(Cached {
+            i,
+            wear: v,
+            recs: packed,
+            changed,
+        });
+    }
+
+    /// Puts page `c` in the cache (see [`BlockTable::cache_page`]), making room: the page
+    /// cached longest goes (never the anchor area's when paged, nor a pinned one), the wear
+    /// (and, paged, the record) of its changed records kept aside.
+    fn insert_cached(&mut self, c: Cached) {
         if self.cache.len() >= self.cache_pages {
-            let (j, old) = self.cache.remove(0);
-            // Changed records differ from their page on flash (in wear or not): their wear
-            // must stay in RAM.
-            for (b, w) in self.page_range(j).zip(old) {
-                if bit(&self.wear_changed, b) || b < ANCHOR_AREA {
+            let pos = self
+                .cache
+                .iter()
+                .position(|x| !(self.paged && (self.holds_area(x.i) || x.i == self.pinned)));
+            if let Some(pos) = pos {
+                let old = self.cache.remove(pos);
+                self.evict(old);
+            }
+        }
+        let (i, r) = (c.i, self.page_range(c.i));
+        self.over.retain(|&b, _| !r.contains(&b) || b < ANCHOR_AREA);
+        let wear = c.wear.clone();
+        self.cache.push(c);
+        self.page_seen(i, &wear);
+    }
+
+    /// Keeps what RAM must not lose of page `old`, leaving the cache: changed records differ
+    /// from their page on flash (in wear or not), so their wear (and, paged, their records)
+    /// stay in RAM.
+    fn evict(&mut self, old: Cached) {
+        let j = old.i;
+        for (k, (b, w)) in self.page_range(j).zip(old.wear).enumerate() {
+            let changed = match self.paged {
+                true => bit(&old.changed, k as u32),
+                false => bit(&self.wear_changed, b),
+            };
+            if changed || b < ANCHOR_AREA {
+                self.over.insert(b, w);
+            }
+            if let Some(&x) = old.recs.get(k) {
+                if changed {
+                    self.rec_over.insert(b, x);
+                } else if kept_in_ram(unpack(x)) {
+                    // (Its wear too: a lookup of the record finds its erase count in RAM.)
                     self.over.insert(b, w);
+                    self.rec_keep.insert(b, x);
+                } else {
+                    #[cfg(debug_assertions)]
+                    self.evicted.insert(b, x);
                 }
             }
         }
-        let r = self.page_range(i);
-        self.over.retain(|&b, _| !r.contains(&b) || b < ANCHOR_AREA);
-        self.page_seen(i, &v);
-        self.cache.push((i, v));
+    }
+
+    /// Paged: keeps page `i` in the cache until another is pinned ([`BlockTable::unpin`]).
+    pub fn pin(&mut self, i: u32) {
+        self.pinned = i;
+    }
+
+    /// Paged: lets the pinned page leave the cache again.
+    pub fn unpin(&mut self) {
+        self.pinned = u32::MAX;
     }
 
     /// Sets block `b`'s wear and marks its record changed. `leaving`: the block is leaving the
@@ -992,7 +1449,13 @@ impl BlockTable {
         if b >= self.n || old == Some(w) {
             return;
         }
-        let e = self.hot_get(b);
+        let Some(e) = self.rec(b) else {
+            debug_assert!(
+                false,
+                "block {b}'s wear changed while its record is not in RAM"
+            );
+            return;
+        };
         self.wl_follow_wear(b, e, old, w.ec);
         let i = b / self.per_page;
         let k = (b - i * self.per_page) as usize;
@@ -1002,9 +1465,9 @@ impl BlockTable {
             pb.widen(e, Some(w.ec));
             pb.widen_age(w.age);
         }
-        match self.cache.iter_mut().find(|c| c.0 == i) {
+        match self.cache.iter_mut().find(|c| c.i == i) {
             Some(c) => {
-                if let Some(x) = c.1.get_mut(k) {
+                if let Some(x) = c.wear.get_mut(k) {
                     *x = w;
                 }
                 if b < ANCHOR_AREA {
@@ -1019,7 +1482,7 @@ impl BlockTable {
         if let Some(x) = self.wear_changed.get_mut((b / 32) as usize) {
             *x |= 1 << (b % 32);
         }
-        if !leaving && b >= ANCHOR_AREA && self.hot_get(b).state().is_free() {
+        if !leaving && b >= ANCHOR_AREA && e.state().is_free() {
             self.free_gen += 1;
         }
     }
@@ -1131,7 +1594,7 @@ impl BlockTable {
 
     /// Page `i`'s cached wear, if the cache holds it (current: changes are made there).
     pub fn cached_page(&self, i: u32) -> Option<&[Wear]> {
-        self.cache.iter().find(|c| c.0 == i).map(|c| &c.1[..])
+        self.cache.iter().find(|c| c.i == i).map(|c| &c.wear[..])
     }
 
     /// Page `i`'s new copy is at `a`, with the wear RAM has now: nothing in it differs from
@@ -1170,6 +1633,18 @@ impl BlockTable {
         if let Some(x) = self.page_addr.get_mut(i as usize) {
             *x = a;
         }
+        let v: Vec<Wear> = recs.iter().take(r.len()).map(|x| x.wear).collect();
+        if self.paged {
+            // Cached as bad blocks first, which the records then replace (every block is bad
+            // until its page is loaded, and the sums follow each change).
+            let bad = pack(BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0));
+            self.insert_cached(Cached {
+                i,
+                wear: v.clone(),
+                recs: vec![bad; r.len()],
+                changed: vec![0; r.len().div_ceil(32)],
+            });
+        }
         // Wear leveling's figures count the page's blocks here: the records' changes cannot
         // (their wear is not in RAM yet).
         let mut wl = self.wl.take();
@@ -1183,17 +1658,31 @@ impl BlockTable {
             }
         }
         self.wl = wl;
-        let v: Vec<Wear> = recs.iter().take(r.len()).map(|x| x.wear).collect();
         self.page_seen(i, &v);
-        if self.cache.len() < self.cache_pages {
-            self.cache.push((i, v));
+        if !self.paged && self.cache.len() < self.cache_pages {
+            self.cache.push(Cached {
+                i,
+                wear: v,
+                recs: Vec::new(),
+                changed: Vec::new(),
+            });
         }
     }
 
     /// Page `i`'s blocks have wear `v` now (read from flash, or loaded): its bounds become
     /// exact.
     pub fn page_seen(&mut self, i: u32, v: &[Wear]) {
+        if self.paged && self.cached_page(i).is_none() {
+            // (Its records are not in RAM: the bounds stay as wide as they are.)
+            return;
+        }
         let first = self.page_range(i).start;
+        if self.paged {
+            let c = PageCounts::exact(self.page_range(i).map(|b| self.get(b)));
+            if let Some(x) = self.page_counts.get_mut(i as usize) {
+                *x = c;
+            }
+        }
         let pb = PageBounds::exact(v, |k| self.get(first + k as u32));
         if let Some(x) = self.bounds.get_mut(i as usize) {
             *x = pb;
@@ -1248,7 +1737,8 @@ impl BlockTable {
             let Some(&(ec, b)) = list.first() else {
                 break;
             };
-            if self.hot_get(b).state().is_free() {
+            // (A paged record not in RAM has not changed since it was found free.)
+            if self.rec(b).is_none_or(|e| e.state().is_free()) {
                 return Some(Some((ec, b)));
             }
             // Taken since it was found.
@@ -1267,7 +1757,7 @@ impl BlockTable {
         if self.cand_gen != self.free_gen {
             return None;
         }
-        let free = |b: u32| self.hot_get(b).state().is_free();
+        let free = |b: u32| self.rec(b).is_none_or(|e| e.state().is_free());
         let left: Vec<(u32, u32)> = self
             .young
             .iter()
@@ -1351,7 +1841,10 @@ impl BlockTable {
         let cached = self
             .cache
             .iter()
-            .map(|c| c.1.capacity() * core::mem::size_of::<Wear>())
+            .map(|c| {
+                c.wear.capacity() * core::mem::size_of::<Wear>()
+                    + (c.recs.capacity() + c.changed.capacity()) * 4
+            })
             .sum::<usize>();
         (
             self.hot.capacity(),
@@ -1364,15 +1857,20 @@ impl BlockTable {
     /// RAM held by the table.
     pub fn ram_bytes(&self) -> usize {
         self.hot.capacity()
+            + self.rec_over.heap_bytes()
+            + self.rec_keep.heap_bytes()
             + (self.forced.capacity() + self.changed.capacity() + self.wear_changed.capacity()) * 4
             + self.changed_in.capacity() * 2
             + self.page_addr.capacity() * core::mem::size_of::<Addr>()
             + self.over.heap_bytes()
-            + self.cache.capacity() * core::mem::size_of::<(u32, Vec<Wear>)>()
+            + self.cache.capacity() * core::mem::size_of::<Cached>()
             + self
                 .cache
                 .iter()
-                .map(|c| c.1.capacity() * core::mem::size_of::<Wear>())
+                .map(|c| {
+                    c.wear.capacity() * core::mem::size_of::<Wear>()
+                        + (c.recs.capacity() + c.changed.capacity()) * 4
+                })
                 .sum::<usize>()
             + (self.young.capacity() + self.old.capacity()) * 8
             + self.bounds.capacity() * core::mem::size_of::<PageBounds>()
@@ -1381,11 +1879,29 @@ impl BlockTable {
     /// RAM a table of `n` blocks of `block_size` bytes, `per_page` records to a page and
     /// `cache_pages` pages of wear cached holds at most, besides the wear of records that
     /// changed since their pages were written (12 bytes each).
-    pub fn ram_bound(n: u32, per_page: u32, block_size: u32, cache_pages: usize) -> usize {
+    pub fn ram_bound(
+        n: u32,
+        per_page: u32,
+        block_size: u32,
+        cache_pages: usize,
+        records_ram: usize,
+    ) -> usize {
         let per_page = per_page.max(1);
         let pages = n.div_ceil(per_page) as usize;
         let width = 6 + (32 - block_size.leading_zeros()) as usize;
-        (n as usize * width).div_ceil(8)
+        let packed = (n as usize * width).div_ceil(8);
+        if packed > records_ram && width <= 32 {
+            // Paged records (as `Store::begin_table_load` sizes the cache): per page its
+            // address, counts and bounds; the cached pages' records, wear and bits.
+            let page = per_page as usize * 12 + 64;
+            let cached = cache_pages.min((records_ram / 8 / page).max(4)).max(3);
+            return pages.div_ceil(32) * 4
+                + pages * (2 + core::mem::size_of::<Addr>() + core::mem::size_of::<PageBounds>())
+                + cached.min(pages) * (page + 32)
+                + ANCHOR_AREA as usize * 12
+                + 2 * CANDIDATES * 8;
+        }
+        packed
             + 8
             + n.div_ceil(32) as usize * 8
             + pages.div_ceil(32) * 4
@@ -1463,7 +1979,7 @@ mod tests {
                 t.clear_page(i);
                 assert_eq!(t.page_changed(i), 0);
                 assert!(!t.page_forced(i));
-                assert!(t.changed_blocks().all(|b| b / 7 != i));
+                assert!(t.changed_blocks().into_iter().all(|b| b / 7 != i));
             }
         }
     }

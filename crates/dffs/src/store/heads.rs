@@ -209,7 +209,7 @@ impl<F: Flash> Store<F> {
     pub fn close_head(&mut self, h: usize) -> Result<()> {
         self.flush_head(h)?;
         let b = self.heads[h].block;
-        if b != u32::MAX && self.table.get(b).state() == BlockState::Head {
+        if b != u32::MAX && self.block(b)?.state() == BlockState::Head {
             self.table.set_state(b, BlockState::Used);
         }
         self.heads[h] = Head::empty();
@@ -388,7 +388,7 @@ impl<F: Flash> Store<F> {
             }
         };
         if new_off >= bs {
-            if self.table.get(b).state() == BlockState::Head {
+            if self.block(b)?.state() == BlockState::Head {
                 self.table.set_state(b, BlockState::Used);
             }
             self.heads[h] = Head::empty();

@@ -3,7 +3,8 @@
 //!
 //! [`Store`] owns the device (through [`medium::Medium`]), the block table
 //! ([`block_table::BlockTable`]: state, owner log, live bytes, erase count and age of every
-//! block; allocation with dynamic wear leveling), the heads of every log ([`heads::Heads`]),
+//! block; allocation with dynamic wear leveling; reading a page of records back when RAM does
+//! not hold them), the heads of every log ([`heads::Heads`]),
 //! bad-block swaps ([`bad_blocks`]), the global sequence number, and reading nodes back with
 //! CRC checks ([`read`]) and writing them ([`write`]). It must never know what a node means: it
 //! stores bytes, counts live space and hands out addresses; no journal record, directory page
@@ -17,6 +18,8 @@ mod read;
 mod write;
 
 use alloc::vec::Vec;
+
+use crate::vec_map::VecMap;
 
 pub(crate) use bad_blocks::Remap;
 pub(crate) use block_table::{
@@ -149,6 +152,16 @@ pub(crate) struct Store<F: Flash> {
     /// Scans read every block-table page RAM does not hold, whatever its bounds say (tests
     /// compare the choices).
     full_scans: bool,
+    /// Most bytes the packed records of every block may take in RAM: above it, a mount pages
+    /// them ([`BlockTable::pages_records`]).
+    records_ram: usize,
+    /// Paged records: block-table nodes (pages, delta and directory nodes) each block holds,
+    /// whose bytes a record on flash does not count and RAM does
+    /// ([`Store::account_bt_page`]).
+    bt_own: VecMap<u32, u32>,
+    /// Paged records: bytes of provisional data the newest copy of each block's record on
+    /// flash left out ([`Store::set_bt_prov`]).
+    bt_prov: VecMap<u32, u32>,
 }
 
 /// A commit run in progress: consecutive file blocks of one inode written as consecutive pages
@@ -217,7 +230,16 @@ impl<F: Flash> Store<F> {
             replay_counted: Vec::new(),
             seen_seq: 0,
             full_scans: false,
+            records_ram: usize::MAX,
+            bt_own: VecMap::new(),
+            bt_prov: VecMap::new(),
         }
+    }
+
+    /// Sets the most bytes the packed records of every block may take in RAM before a
+    /// mount pages them (from the next [`Store::begin_table_load`]).
+    pub fn set_records_ram(&mut self, bytes: usize) {
+        self.records_ram = bytes;
     }
 
     /// Makes scans of the block table read every page RAM does not hold (`true`) or only
@@ -292,6 +314,8 @@ impl<F: Flash> Store<F> {
             + self.table.ram_bytes()
             + self.remaps.capacity() * 8
             + (self.announced.capacity() + self.replay_counted.capacity()) * 4
+            + self.bt_own.heap_bytes()
+            + self.bt_prov.heap_bytes()
             + self.heads.ram_bytes()
             + self.medium.cached_bytes()
     }
@@ -376,7 +400,7 @@ impl<F: Flash> Store<F> {
             if b < area || self.wear(b)?.ec >= below {
                 return Ok(None);
             }
-            if self.table.get(b).state() == BlockState::Erased || self.erase_block(b)? {
+            if self.block(b)?.state() == BlockState::Erased || self.erase_block(b)? {
                 return Ok(Some(b));
             }
         }
@@ -423,14 +447,14 @@ impl<F: Flash> Store<F> {
                 .pick_free(kind == LogKind::DataCold)?
                 .ok_or(Error::NoSpace)?;
             debug_assert_eq!(
-                self.table.get(b).live,
+                self.block(b)?.live,
                 0,
                 "allocating block {b} that holds live data: {:?} {:?}",
-                self.table.get(b).state(),
-                self.table.get(b).kind()
+                self.block(b)?.state(),
+                self.block(b)?.kind()
             );
             self.medium.cause = self.write_cause(kind);
-            if self.table.get(b).state() == BlockState::Free {
+            if self.block(b)?.state() == BlockState::Free {
                 if !self.announced.contains(&b) {
                     self.unannounced_erases += 1;
                 }
@@ -579,7 +603,7 @@ impl<F: Flash> Store<F> {
 
     /// Block `b`'s record if RAM holds it.
     pub fn block_in_ram(&self, b: u32) -> Option<BlockInfo> {
-        Some(self.table.get(b))
+        self.table.try_get(b)
     }
 
     /// The record of block `b` of the anchor area (`b < ANCHOR_AREA`), which RAM always
@@ -593,8 +617,108 @@ impl<F: Flash> Store<F> {
 
     /// Makes RAM hold block `b`'s record (reading its block-table page), so that the
     /// table's lookups and changes of it need no read.
-    fn load_record(&mut self, _b: u32) -> Result<()> {
+    fn load_record(&mut self, b: u32) -> Result<()> {
+        if b >= self.table.len() || self.table.try_get(b).is_some() {
+            return Ok(());
+        }
+        self.load_bt_records(b / self.table.per_page())
+    }
+
+    /// Paged records: caches block-table page `i` (records and wear) from its copy on flash,
+    /// as RAM must see them: a pending block and a dead journal block (which the checkpoint
+    /// after the copy freed) read as free, and a used block's live bytes gain what the record
+    /// on flash leaves out (the block-table nodes in the block, and the provisional data the
+    /// copy was written without). A page that cannot be read is an error: unlike wear, the
+    /// records are not advice.
+    fn load_bt_records(&mut self, i: u32) -> Result<()> {
+        if !self.table.pages_records() || self.table.cached_page(i).is_some() {
+            return Ok(());
+        }
+        let recs = self.read_bt_page(i)?;
+        let per = self.table.per_page();
+        let (len, bs) = (self.p.align(self.p.map_page), self.p.geometry.block_size());
+        let mut infos = Vec::with_capacity(recs.len());
+        let mut wear = Vec::with_capacity(recs.len());
+        for (k, r) in recs.iter().enumerate() {
+            let b = i * per + k as u32;
+            let mut e = r.info;
+            let dead_journal = e.state() == BlockState::Used && e.kind() == LogKind::Journal;
+            if e.state() == BlockState::PendingErase || dead_journal {
+                e = BlockInfo::new(BlockState::Free, LogKind::DataHot, 0);
+            } else if matches!(e.state(), BlockState::Used | BlockState::Head) {
+                let own = self.bt_own.get(&b).copied().unwrap_or(0) * len;
+                let prov = self.bt_prov.get(&b).copied().unwrap_or(0);
+                e.live = e.live.saturating_add(own).saturating_add(prov).min(bs);
+            }
+            infos.push(e);
+            wear.push(r.wear);
+        }
+        self.table.cache_records(i, &infos, wear);
         Ok(())
+    }
+
+    /// The records block-table page `i`'s copy on flash holds.
+    fn read_bt_page(&mut self, i: u32) -> Result<Vec<BlockRecord>> {
+        let a = self.table.page_addr(i);
+        if a.is_none() {
+            return Err(Error::Corrupt);
+        }
+        let (_h, bytes) = self.read_node(a, NodeType::BlockTable, self.p.map_page)?;
+        let g = self.p.geometry;
+        let mut v = Vec::with_capacity(self.p.bt_entries() as usize);
+        decode_page(
+            bytes.get(NODE_HEADER as usize..).unwrap_or(&[]),
+            i,
+            self.p.bt_entries(),
+            (g.blocks, g.block_size()),
+            |r| v.push(r),
+        )?;
+        Ok(v)
+    }
+
+    /// Paged records: the blocks of block-table page `i` whose records a checkpoint just
+    /// encoded without the provisional bytes `prov` (block, bytes; sorted) names.
+    pub fn set_bt_prov(&mut self, i: u32, prov: &[(u32, u32)]) {
+        if !self.table.pages_records() {
+            return;
+        }
+        let per = self.table.per_page();
+        let r = i * per..(i + 1) * per;
+        self.bt_prov.retain(|b, _| !r.contains(b));
+        for &(b, bytes) in prov {
+            if r.contains(&b) && bytes > 0 {
+                self.bt_prov.insert(b, bytes);
+            }
+        }
+    }
+
+    /// No closed block of block-table page `i` outside the journal has fewer live bytes than
+    /// this (`u32::MAX`: none).
+    pub fn bt_page_used_lo(&self, i: u32) -> u32 {
+        self.table.used_lo(i)
+    }
+
+    /// Whether block-table page `i` may hold an `Erased` or `Reserved` block.
+    pub fn bt_page_holds_erased(&self, i: u32) -> bool {
+        self.table.erased_in_page(i) > 0
+    }
+
+    /// Whether the block table's records are paged ([`BlockTable::pages_records`]).
+    pub fn records_paged(&self) -> bool {
+        self.table.pages_records()
+    }
+
+    /// Keeps block-table page `i` cached (paged records) until [`Store::unpin_bt_page`]: a
+    /// checkpoint writing it must not lose the records it marked as written.
+    pub fn pin_bt_page(&mut self, i: u32) -> Result<()> {
+        self.load_bt_records(i)?;
+        self.table.pin(i);
+        Ok(())
+    }
+
+    /// Ends [`Store::pin_bt_page`].
+    pub fn unpin_bt_page(&mut self) {
+        self.table.unpin();
     }
 
     /// Replaces block `b`'s record.
@@ -636,13 +760,40 @@ impl<F: Flash> Store<F> {
 
     /// The least live count among the closed blocks of log `kind` (`None`: none).
     pub fn used_min_live(&mut self, kind: LogKind) -> Option<u32> {
+        if self.table.pages_records() && self.table.used_min_unknown(kind) {
+            // Paged: the pages whose bound could hold a lower count than found so far are
+            // read, the lowest bound first.
+            let mut pages: Vec<(u32, u32)> = (0..self.table.page_count())
+                .map(|i| (self.table.used_lo(i), i))
+                .filter(|x| x.0 != u32::MAX)
+                .collect();
+            crate::sort::sort(&mut pages);
+            let per = self.table.per_page();
+            let mut best = u32::MAX;
+            for (lo, i) in pages {
+                if lo >= best {
+                    break;
+                }
+                // (A page that cannot be read leaves the count unknown: no bound then.)
+                if self.load_bt_records(i).is_err() {
+                    return Some(0);
+                }
+                for b in i * per..((i + 1) * per).min(self.table.len()) {
+                    let e = self.table.get(b);
+                    if e.state() == BlockState::Used && e.kind() == kind {
+                        best = best.min(e.live);
+                    }
+                }
+            }
+            self.table.set_used_min(kind, best);
+        }
         self.table.used_min_live(kind)
     }
 
     /// The number and record of every block whose record RAM holds (for diagnostics: a scan
     /// of every block is [`Store::scan_wear`]).
     pub fn blocks_in_ram(&self) -> impl Iterator<Item = (u32, BlockInfo)> + '_ {
-        self.table.iter()
+        self.table.in_ram().into_iter()
     }
 
     /// Number of blocks.
@@ -655,14 +806,24 @@ impl<F: Flash> Store<F> {
     /// its page is loaded.
     pub fn begin_table_load(&mut self) {
         // The old table goes first: a mount holds one table, not two.
-        self.table = BlockTable::for_load(0, 1, 1, 1);
+        self.table = BlockTable::for_load(0, 1, 1, 1, false);
+        self.bt_own = VecMap::new();
+        self.bt_prov = VecMap::new();
         let g = self.p.geometry;
-        self.table = BlockTable::for_load(
-            g.blocks,
-            self.p.bt_entries(),
-            g.block_size(),
-            self.table_cache,
-        );
+        let width = 6 + (32 - g.block_size().leading_zeros()) as usize;
+        let packed = (g.blocks as usize * width).div_ceil(8);
+        let paged = packed > self.records_ram;
+        // (Paged records: the cached pages, records and wear, take at most an eighth of the records'
+        // RAM, but four pages at least.)
+        let cache = match paged {
+            true => {
+                let page = self.p.bt_entries() as usize * 12 + 64;
+                self.table_cache.min((self.records_ram / 8 / page).max(4))
+            }
+            false => self.table_cache,
+        };
+        self.table =
+            BlockTable::for_load(g.blocks, self.p.bt_entries(), g.block_size(), cache, paged);
     }
 
     /// Loads block-table page `i`, read at `a`.
@@ -694,6 +855,8 @@ impl<F: Flash> Store<F> {
     /// [`Store::bt_page_wear`]); `None` when it does. With [`Store::page_wear_in`], a caller
     /// gets the page's wear without copying a cached page.
     pub fn uncached_bt_page_wear(&mut self, i: u32) -> Result<Option<Vec<Wear>>> {
+        // (Paged records: the page is cached, records and wear, for the caller to use both.)
+        self.load_bt_records(i)?;
         match self.table.cached_page(i) {
             Some(_) => Ok(None),
             None => self.bt_page_wear(i).map(Some),
@@ -718,8 +881,11 @@ impl<F: Flash> Store<F> {
     /// taken, or its announced erase shows): its erase count says so, once (a block freed
     /// comes back only with a checkpoint, so it is allocated, and erased, at most once
     /// between two). (An `Erased` block is allocated without an erase.)
-    pub fn count_replayed_erase(&mut self, b: u32) {
-        if self.table.get(b).state() == BlockState::Free && !self.replay_counted.contains(&b) {
+    pub fn count_replayed_erase(&mut self, b: u32) -> Result<()> {
+        if b >= self.table.len() {
+            return Ok(());
+        }
+        if self.block(b)?.state() == BlockState::Free && !self.replay_counted.contains(&b) {
             self.replay_counted.push(b);
             // (Wear only: a page that cannot be read leaves the count as it was.)
             if let Ok(w) = self.wear(b) {
@@ -730,6 +896,7 @@ impl<F: Flash> Store<F> {
                 self.table.set_wear(b, w, true);
             }
         }
+        Ok(())
     }
 
     /// Block `b`'s erase count and age if RAM holds them.
@@ -744,6 +911,10 @@ impl<F: Flash> Store<F> {
             return Ok(w);
         }
         let i = b / self.table.per_page();
+        if self.table.pages_records() {
+            self.load_bt_records(i)?;
+            return self.table.wear(b).ok_or(Error::Corrupt);
+        }
         let v = self.read_bt_wear(i)?;
         self.table.cache_page(i, v);
         self.table.wear(b).ok_or(Error::Corrupt)
@@ -753,6 +924,7 @@ impl<F: Flash> Store<F> {
     /// (read from the page when RAM does not hold it; not cached: scans go through every
     /// page).
     pub fn bt_page_wear(&mut self, i: u32) -> Result<Vec<Wear>> {
+        self.load_bt_records(i)?;
         if let Some(v) = self.table.page_wear(i) {
             return Ok(v);
         }
@@ -793,21 +965,7 @@ impl<F: Flash> Store<F> {
 
     /// [`Store::read_bt_wear`], failing when the page cannot be read.
     fn read_bt_wear_copy(&mut self, i: u32) -> Result<Vec<Wear>> {
-        let a = self.table.page_addr(i);
-        if a.is_none() {
-            return Err(Error::Corrupt);
-        }
-        let (_h, bytes) = self.read_node(a, NodeType::BlockTable, self.p.map_page)?;
-        let g = self.p.geometry;
-        let mut v = Vec::with_capacity(self.p.bt_entries() as usize);
-        decode_page(
-            bytes.get(NODE_HEADER as usize..).unwrap_or(&[]),
-            i,
-            self.p.bt_entries(),
-            (g.blocks, g.block_size()),
-            |r| v.push(r.wear),
-        )?;
-        Ok(v)
+        Ok(self.read_bt_page(i)?.iter().map(|r| r.wear).collect())
     }
 
     /// Calls `f` with every block's number, record and wear, a block-table page at a time
@@ -863,8 +1021,10 @@ impl<F: Flash> Store<F> {
                     let colder = f
                         .coldest
                         .is_none_or(|(ec, b)| lo < ec || (lo == ec && first < b));
+                    // (Paged, the bounds alone say it: an empty page's are empty.)
+                    let paged = self.table.pages_records();
                     let any = |want: fn(BlockInfo) -> bool| {
-                        blocks.clone().any(|b| want(self.table.get(b)))
+                        paged || blocks.clone().any(|b| want(self.table.get(b)))
                     };
                     let for_max = max && hi > f.max && any(BlockInfo::in_circulation);
                     let for_cold = cold && colder && any(BlockInfo::wl_movable);
@@ -977,7 +1137,7 @@ impl<F: Flash> Store<F> {
         let area = ANCHOR_AREA.min(self.table.len());
         let mut out = Vec::new();
         for b in (0..area).chain(self.table.candidate_blocks()) {
-            if self.table.get(b).state() == BlockState::Free
+            if self.block(b)?.state() == BlockState::Free
                 && !self.announced.contains(&b)
                 && !out.contains(&b)
             {
@@ -1026,10 +1186,10 @@ impl<F: Flash> Store<F> {
     pub fn count_announced_erases(&mut self, blocks: &[u32], next_seq: u64) -> Result<()> {
         for &b in blocks {
             if b < self.table.len()
-                && self.table.get(b).state() == BlockState::Free
+                && self.block(b)?.state() == BlockState::Free
                 && self.first_write(b, next_seq)? == FirstWrite::Since
             {
-                self.count_replayed_erase(b);
+                self.count_replayed_erase(b)?;
             }
         }
         Ok(())
@@ -1119,11 +1279,11 @@ impl<F: Flash> Store<F> {
     pub fn count_taken_erases(&mut self, next_seq: u64) -> Result<()> {
         let n = self.table.len();
         for b in 0..ANCHOR_AREA.min(n) {
-            if self.table.get(b).state() == BlockState::Free
+            if self.block(b)?.state() == BlockState::Free
                 && !self.replay_counted.contains(&b)
                 && self.first_write(b, next_seq)? == FirstWrite::Since
             {
-                self.count_replayed_erase(b);
+                self.count_replayed_erase(b)?;
             }
         }
         // Sorted, so that the candidate search skips them by a binary search.
@@ -1155,7 +1315,7 @@ impl<F: Flash> Store<F> {
                         // in its first program stays free, and each mount would count it
                         // again): passed over, uncounted.
                         FirstWrite::Torn => {}
-                        FirstWrite::Since => self.count_replayed_erase(b),
+                        FirstWrite::Since => self.count_replayed_erase(b)?,
                     }
                     if walked == TAKEN_WALK {
                         break 'walk;
@@ -1185,7 +1345,14 @@ impl<F: Flash> Store<F> {
             let is_free = |t: &BlockTable, b: u32| {
                 t.get(b).state().is_free() && skip.binary_search(&b).is_err()
             };
-            if !(first..end).any(|b| is_free(&self.table, b))
+            if self.table.pages_records() && !self.table.page_in_ram(i) {
+                // Paged: the page's count of free blocks and its bounds decide whether to
+                // read it (the blocks to skip are few, and counted as offered).
+                let n_free = self.table.free_in_page(i);
+                if n_free == 0 || (!self.full_scans && !self.table.could_offer(i, |_| n_free)) {
+                    continue;
+                }
+            } else if !(first..end).any(|b| is_free(&self.table, b))
                 || (!self.table.page_in_ram(i)
                     && !self.full_scans
                     && !self.table.could_offer(i, |t| {
@@ -1254,11 +1421,12 @@ impl<F: Flash> Store<F> {
 
     /// Blocks whose records differ from their block-table pages on flash, in block order.
     pub fn bt_changed_blocks(&self) -> Vec<u32> {
-        self.table.changed_blocks().collect()
+        self.table.changed_blocks()
     }
 
     /// Marks block-table page `i` to be written whole by the next checkpoint.
     pub fn mark_bt_page(&mut self, i: u32) {
+        // (Paged: a page marked while cached keeps its records in RAM as changed ones.)
         self.table.mark_page(i);
     }
 
@@ -1270,17 +1438,30 @@ impl<F: Flash> Store<F> {
     /// Credits (`add`) or debits the block holding the block-table page at `a` with its
     /// bytes, without marking a record as changed: the records on flash do not count
     /// block-table pages (the checkpoint subtracts them, the mount adds them back).
-    pub fn account_bt_page(&mut self, a: Addr, add: bool) {
+    pub fn account_bt_page(&mut self, a: Addr, add: bool) -> Result<()> {
         if !self.p.addr_valid(a) {
-            return;
+            return Ok(());
         }
         let (b, len) = (self.p.block_of(a), self.p.align(self.p.map_page));
+        // (First the record as flash and the nodes counted so far give it, then the change.)
+        self.load_record(b)?;
+        if self.table.pages_records() {
+            let c = self.bt_own.get_or_default(b);
+            *c = match add {
+                true => *c + 1,
+                false => c.saturating_sub(1),
+            };
+            if *c == 0 {
+                self.bt_own.remove(&b);
+            }
+        }
         if add {
             self.table
                 .add_live_quiet(b, len, self.p.geometry.block_size());
         } else {
             self.table.kill_quiet(b, len);
         }
+        Ok(())
     }
 
     /// The heads.
@@ -1335,7 +1516,7 @@ impl<F: Flash> Store<F> {
 
     /// Applies a swap found in the journal: logical `logical` lives on `physical`, and the
     /// logical block `physical` is bad.
-    pub fn apply_remap(&mut self, logical: u32, physical: u32) {
+    pub fn apply_remap(&mut self, logical: u32, physical: u32) -> Result<()> {
         let blocks = self.p.geometry.blocks;
         if logical >= blocks
             || physical >= blocks
@@ -1344,7 +1525,7 @@ impl<F: Flash> Store<F> {
                 .iter()
                 .any(|r| r.logical == logical && r.physical == physical)
         {
-            return;
+            return Ok(());
         }
         self.remaps.retain(|r| {
             r.logical != logical
@@ -1355,24 +1536,25 @@ impl<F: Flash> Store<F> {
         if logical != physical {
             self.remaps.push(Remap { logical, physical });
         }
-        self.mark_swapped_spare_bad(physical);
+        self.mark_swapped_spare_bad(physical)
     }
 
     /// The logical block numbered `physical` of a swap lives on the failed physical block: bad,
     /// whatever the table said (erase count kept).
-    fn mark_swapped_spare_bad(&mut self, physical: u32) {
-        if self.table.get(physical).state() != BlockState::Bad {
+    fn mark_swapped_spare_bad(&mut self, physical: u32) -> Result<()> {
+        if self.block(physical)?.state() != BlockState::Bad {
             self.table.set(
                 physical,
                 BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0),
             );
         }
+        Ok(())
     }
 
     /// After loading a checkpoint's table: every swap in the remap list makes its spare's
     /// logical number bad, also a swap made while that checkpoint was written (after its table
     /// was copied), which the table does not show.
-    pub fn mark_remapped_spares_bad(&mut self) {
+    pub fn mark_remapped_spares_bad(&mut self) -> Result<()> {
         let spares: Vec<u32> = self
             .remaps
             .iter()
@@ -1380,8 +1562,9 @@ impl<F: Flash> Store<F> {
             .map(|r| r.physical)
             .collect();
         for p in spares {
-            self.mark_swapped_spare_bad(p);
+            self.mark_swapped_spare_bad(p)?;
         }
+        Ok(())
     }
 
     /// Before the next program of any kind, node `nb` goes into log `kind`, one page after
@@ -1527,7 +1710,7 @@ mod tests {
             .any(|b| st.wear(b).unwrap().ec < outside[0].0));
         let least = outside[0].1;
         // The least worn block outside the area is swapped: its data lives elsewhere.
-        st.apply_remap(least, 2);
+        st.apply_remap(least, 2).unwrap();
         assert_ne!(st.phys(least), least);
         let want = free_outside(st)
             .into_iter()

@@ -450,7 +450,7 @@ impl<F: Flash> Store<F> {
             if hd.off >= g.block_size() {
                 let b = hd.block;
                 self.heads[h] = Head::empty();
-                if self.table.get(b).state() == BlockState::Head {
+                if self.block(b)?.state() == BlockState::Head {
                     self.table.set_state(b, BlockState::Used);
                 }
             }
@@ -537,16 +537,17 @@ impl<F: Flash> Store<F> {
     /// Gives a reserved user-data block back to the free pool as `Erased` (it was erased and
     /// nothing was written to it): before a checkpoint, whose journal no longer names it, or
     /// when the record naming it could not be programmed.
-    pub fn drop_data_next(&mut self, b: u32) {
+    pub fn drop_data_next(&mut self, b: u32) -> Result<()> {
         if self.data_next == b {
             self.data_next = u32::MAX;
         }
-        if self.table.get(b).state() == BlockState::Reserved {
+        if self.block(b)?.state() == BlockState::Reserved {
             self.table.update(b, |e| {
                 e.live = 0;
                 e.set(BlockState::Erased, LogKind::DataHot);
             });
         }
+        Ok(())
     }
 
     /// NAND: whether the journal head holds a started page not yet programmed with room for

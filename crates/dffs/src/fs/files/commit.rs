@@ -286,7 +286,7 @@ impl<F: Flash> Fs<F> {
             self.journal
                 .append_record(&mut self.store, &Record::DataBlock { block }, Priority::Log)
         {
-            self.store.drop_data_next(block);
+            self.store.drop_data_next(block)?;
             return Err(e);
         }
         self.cp.data_blocks += 1;

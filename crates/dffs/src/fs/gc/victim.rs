@@ -286,7 +286,9 @@ impl<F: Flash> Fs<F> {
         // The best block without and with the open copy block's room (the second only
         // matters when there is no room for copies).
         let mut best: Best = [None, None];
-        let needs_read = |fs: &Self, pg: u32| !urgent && !fs.store.bt_page_in_ram(pg);
+        // (Paged records: RAM holds the records of cached pages only, urgent or not.)
+        let paged = self.store.records_paged();
+        let needs_read = |fs: &Self, pg: u32| (!urgent || paged) && !fs.store.bt_page_in_ram(pg);
         for pg in 0..pages {
             if !needs_read(self, pg) {
                 // (Nothing is read: the page is cached, or its wear is RAM's alone.)
@@ -306,7 +308,7 @@ impl<F: Flash> Fs<F> {
         let mut first: Option<(Score, u32)> = None;
         for pg in 0..pages {
             if needs_read(self, pg) {
-                if let Some(ub) = self.page_bound(pg, &best, (room, rewrite)) {
+                if let Some(ub) = self.page_bound(pg, &best, (room, rewrite), urgent) {
                     if first.is_none_or(|(s, _)| ub.exceeds(1, s)) {
                         first = Some((ub, pg));
                     }
@@ -317,13 +319,18 @@ impl<F: Flash> Fs<F> {
         for (step, pg) in first.into_iter().chain(0..pages).enumerate() {
             if !needs_read(self, pg)
                 || (step > 0 && Some(pg) == first)
-                || (self.page_bound(pg, &best, (room, rewrite)).is_none()
+                || (self
+                    .page_bound(pg, &best, (room, rewrite), urgent)
+                    .is_none()
                     && !self.store.bt_page_read_anyway(pg))
             {
                 continue;
             }
             let read = self.store.uncached_bt_page_wear(pg)?;
-            let ages = Ages::Each(self.store.page_wear_in(pg, &read));
+            let ages = match urgent {
+                true => Ages::Unused,
+                false => Ages::Each(self.store.page_wear_in(pg, &read)),
+            };
             self.score_page(pg, &mut best, urgent, (room, rewrite), ages);
         }
         Ok(best[0]
@@ -370,7 +377,7 @@ impl<F: Flash> Fs<F> {
     /// The best score a block of page `pg` could have, scored with the oldest age the page
     /// may hold, if it could beat `best` (with the lowest block of the page, which wins a
     /// tie); `None` when no block of the page can change the choice.
-    fn page_bound(&self, pg: u32, best: &Best, room: (bool, u64)) -> Option<Score> {
+    fn page_bound(&self, pg: u32, best: &Best, room: (bool, u64), urgent: bool) -> Option<Score> {
         // (Without a bound, the oldest age there is: a full turn of the ring before now.)
         let now = self.store.cp_number() as u32;
         let oldest = self
@@ -378,7 +385,35 @@ impl<F: Flash> Fs<F> {
             .bt_page_oldest(pg)
             .unwrap_or(now.wrapping_add(1) & 0xFF_FFFF);
         let mut ub: Best = [None, None];
-        self.score_page(pg, &mut ub, false, room, Ages::All(oldest));
+        if self.store.records_paged() && !self.store.bt_page_in_ram(pg) {
+            // Paged records not in RAM: the page's least live count of a closed block, at the
+            // cheapest copy cost and the oldest age, bounds every block's score.
+            let lo = self.store.bt_page_used_lo(pg);
+            let bs = self.store.p().geometry.block_size() as u64;
+            if lo as u64 >= bs {
+                return None;
+            }
+            let free = (bs - lo as u64) * 160;
+            let s = match urgent {
+                true => Score {
+                    num: free,
+                    den: bs * 160,
+                },
+                false => {
+                    let mut age = (now.wrapping_sub(oldest) & 0xFF_FFFF) as u64 + 1;
+                    if self.store.p().geometry.flash_kind() == FlashKind::Nor {
+                        age = age.min(AGE_CAP);
+                    }
+                    Score {
+                        num: free * age,
+                        den: bs * 160 + lo as u64 * 160,
+                    }
+                }
+            };
+            ub = [Some((s, 0)), Some((s, 0))];
+        } else {
+            self.score_page(pg, &mut ub, urgent, room, Ages::All(oldest));
+        }
         let first = pg * self.store.p().bt_entries();
         let mut out: Option<Score> = None;
         for (u, b) in ub.into_iter().zip(best) {
