@@ -418,15 +418,59 @@ pub fn decode_page(
     Ok(())
 }
 
-/// A cached block-table page: the current wear of its blocks, and, when the records are paged
-/// ([`BlockTable`]), their records packed ([`pack`]) and which of them differ from the page on
-/// flash (a bit each).
+/// A cached block-table page: the current wear of its blocks.
 struct Cached {
     i: u32,
     wear: Vec<Wear>,
+}
+
+/// Paged records: a cached page's records packed ([`pack`]) and which of them differ from the
+/// page on flash (a bit each).
+struct PagedRecs {
+    i: u32,
     recs: Vec<u32>,
     changed: Vec<u32>,
 }
+
+/// What a table whose records are paged ([`BlockTable::pages_records`]) keeps, boxed apart so
+/// that a table holding every record pays nothing for it.
+#[derive(Default)]
+struct Paged {
+    /// The records of the cached pages (the pages of `BlockTable::cache`).
+    pages: Vec<PagedRecs>,
+    /// The changed records of pages not cached, packed.
+    rec_over: VecMap<u32, u32>,
+    /// The unchanged records of pages not cached that RAM keeps all the same
+    /// ([`kept_in_ram`]: heads, the journal's next block, anchors, and the blocks the next
+    /// checkpoint frees), packed.
+    rec_keep: VecMap<u32, u32>,
+    /// A page that may not leave the cache now (one being written), or `u32::MAX`.
+    pinned: u32,
+    /// Per block-table page, its counts ([`PageCounts`]).
+    counts: Vec<PageCounts>,
+    /// Block-table nodes (pages, delta and directory nodes) each block holds, whose bytes a
+    /// record on flash does not count and RAM does (`Store::account_bt_page`).
+    own: VecMap<u32, u32>,
+    /// Bytes of provisional data the newest copy of each block's record on flash left out.
+    prov: VecMap<u32, u32>,
+    /// Debug builds: the unchanged records a page dropped, to check that the page read again
+    /// gives the same records (`Store::load_record`'s view of flash).
+    #[cfg(debug_assertions)]
+    evicted: VecMap<u32, u32>,
+}
+
+/// The [`Paged`] of a table whose records are all in RAM: empty.
+static NOT_PAGED: Paged = Paged {
+    pages: Vec::new(),
+    rec_over: VecMap::new(),
+    rec_keep: VecMap::new(),
+    pinned: u32::MAX,
+    counts: Vec::new(),
+    own: VecMap::new(),
+    prov: VecMap::new(),
+    #[cfg(debug_assertions)]
+    evicted: VecMap::new(),
+};
 
 /// Record `e` packed in a `u32` (live bytes above the state and log), as paged records are
 /// cached.
@@ -455,7 +499,7 @@ pub(crate) struct BlockTable {
     /// Number of blocks.
     n: u32,
     /// Bits of one packed record: 3 for the state, 3 for the log, the rest for live bytes.
-    width: u32,
+    width: u8,
     /// Largest live count (the block size).
     block_size: u32,
     /// The packed records, with 8 bytes of padding at the end (reads take 8 bytes).
@@ -487,31 +531,18 @@ pub(crate) struct BlockTable {
     /// flash (or whose page has no copy yet: without an entry their wear is zero), and the
     /// anchor area's always.
     over: VecMap<u32, Wear>,
-    /// The cached block-table pages (changes are made here; eviction keeps the changed
-    /// records in `over` and `rec_over`), the page cached longest first.
+    /// The current wear of the cached block-table pages (changes are made here; eviction keeps
+    /// the changed ones in `over`), the page cached longest first.
     cache: Vec<Cached>,
-    /// Records paged: RAM holds the records of the cached pages and the changed records of
-    /// the others only (`rec_over`); `hot` is empty, and so are `changed` and `wear_changed`
-    /// (each cached page has its own bits, and every record in `rec_over` has changed).
-    paged: bool,
-    /// Paged: the changed records of pages not cached, packed ([`pack`]).
-    rec_over: VecMap<u32, u32>,
-    /// Paged: the unchanged records of pages not cached that RAM keeps all the same
-    /// ([`kept_in_ram`]: heads, the journal's next block, anchors, and the blocks the next
-    /// checkpoint frees), packed.
-    rec_keep: VecMap<u32, u32>,
-    /// Paged: a page that may not leave the cache now (one being written), or `u32::MAX`.
-    pinned: u32,
-    /// Paged, debug builds: the unchanged records dropped with their pages, to check that a
-    /// page read again gives the same records (`Store::load_record`'s view of flash).
-    #[cfg(debug_assertions)]
-    evicted: VecMap<u32, u32>,
+    /// Records paged: RAM holds the records of the cached pages and the changed and kept
+    /// records of the others only ([`Paged`]); `hot` is empty, and so are `changed` and
+    /// `wear_changed` (each cached page has its own bits, and every record in
+    /// `Paged::rec_over` has changed). `None` when every record is in RAM.
+    paged: Option<Box<Paged>>,
     /// Most pages `cache` holds (at least one).
-    cache_pages: usize,
+    cache_pages: u32,
     /// Per block-table page, what scans need to know without reading it ([`PageBounds`]).
     bounds: Vec<PageBounds>,
-    /// Paged: per block-table page, its counts ([`PageCounts`]; empty otherwise).
-    page_counts: Vec<PageCounts>,
     /// Bumped whenever a block outside the anchor area joins the free pool (or a free one's
     /// wear changes), which may put it ahead of the candidates.
     free_gen: u64,
@@ -575,7 +606,7 @@ impl BlockTable {
         let per_block = |bytes: usize| if paged { 0 } else { bytes };
         let mut t = BlockTable {
             n,
-            width,
+            width: width as u8,
             block_size,
             hot: vec![0; per_block((n as usize * width as usize).div_ceil(8) + 8)],
             per_page,
@@ -592,15 +623,9 @@ impl BlockTable {
             // (Paged: the anchor area's page stays, and another must fit beside it.)
             cache_pages: cache_pages
                 .max(1 + paged as usize * 2)
-                .min(pages.max(1) as usize),
-            paged,
-            rec_over: VecMap::new(),
-            rec_keep: VecMap::new(),
-            pinned: u32::MAX,
-            #[cfg(debug_assertions)]
-            evicted: VecMap::new(),
+                .min(pages.max(1) as usize) as u32,
+            paged: None,
             bounds: Vec::new(),
-            page_counts: Vec::new(),
             free_gen: 0,
             young: Vec::new(),
             old: Vec::new(),
@@ -610,9 +635,6 @@ impl BlockTable {
             wl_stale: 0,
             offered: 0,
         };
-        // (The cache's vector at its full size once: a few entries, each larger than a
-        // growing vector's rounding.)
-        t.cache = Vec::with_capacity(t.cache_pages);
         if !paged {
             for b in 0..n {
                 t.hot_put(b, e);
@@ -620,13 +642,18 @@ impl BlockTable {
         }
         t.counts[e.state() as usize] = n;
         // Only a table whose pages may not all be cached needs bounds to skip reads.
-        if pages as usize > t.cache_pages || paged {
+        if pages > t.cache_pages || paged {
             t.bounds = vec![PageBounds::exact(&[Wear::default()], |_| e); pages as usize];
         }
         if paged {
-            t.page_counts = (0..pages)
+            let counts = (0..pages)
                 .map(|i| PageCounts::exact(t.page_range(i).map(|_| e)))
                 .collect();
+            t.paged = Some(Box::new(Paged {
+                pinned: u32::MAX,
+                counts,
+                ..Paged::default()
+            }));
         }
         t
     }
@@ -635,7 +662,32 @@ impl BlockTable {
     /// and the changed ones of the others, and a lookup of any other needs its page read
     /// ([`BlockTable::try_get`], [`BlockTable::cache_records`]).
     pub fn pages_records(&self) -> bool {
-        self.paged
+        self.is_paged()
+    }
+
+    /// Whether the records are paged (see [`BlockTable::pages_records`]).
+    fn is_paged(&self) -> bool {
+        self.paged.is_some()
+    }
+
+    /// What RAM holds of paged records (empty when they are all in RAM).
+    fn pg(&self) -> &Paged {
+        self.paged.as_deref().unwrap_or(&NOT_PAGED)
+    }
+
+    /// [`BlockTable::pg`] to change (only ever used when paged: every caller checks).
+    fn pgm(&mut self) -> &mut Paged {
+        self.paged.get_or_insert_with(|| {
+            Box::new(Paged {
+                pinned: u32::MAX,
+                ..Paged::default()
+            })
+        })
+    }
+
+    /// Paged: page `i`'s records, if cached.
+    fn page_recs(&self, i: u32) -> Option<&PagedRecs> {
+        self.pg().pages.iter().find(|p| p.i == i)
     }
 
     /// Whether block `b`'s page holds the anchor area (paged: it never leaves the cache).
@@ -684,19 +736,20 @@ impl BlockTable {
         if b >= self.n {
             return None;
         }
-        if !self.paged {
+        if !self.is_paged() {
             return Some(self.hot_get(b));
         }
         let i = b / self.per_page;
-        if let Some(c) = self.cache.iter().find(|c| c.i == i) {
-            return c
+        if let Some(p) = self.page_recs(i) {
+            return p
                 .recs
                 .get((b - i * self.per_page) as usize)
                 .map(|&v| unpack(v));
         }
-        self.rec_over
+        let pg = self.pg();
+        pg.rec_over
             .get(&b)
-            .or_else(|| self.rec_keep.get(&b))
+            .or_else(|| pg.rec_keep.get(&b))
             .map(|&v| unpack(v))
     }
 
@@ -711,38 +764,39 @@ impl BlockTable {
             live: e.live.min(self.block_size),
             bits: e.bits,
         };
-        if !self.paged {
+        if !self.is_paged() {
             self.hot_put(b, new);
-        } else {
-            let i = b / self.per_page;
-            let k = (b - i * self.per_page) as usize;
-            match self.cache.iter_mut().find(|c| c.i == i) {
-                Some(c) => {
-                    if let Some(x) = c.recs.get_mut(k) {
-                        *x = pack(new);
-                    }
-                }
-                // (Not cached: the record is changed, or kept.)
-                None => match self.rec_over.get_mut(&b) {
-                    Some(x) => *x = pack(new),
-                    // A kept block freed by a checkpoint (not marked: its page's copy, read
-                    // again, gives it as free) leaves RAM; any other change stays in RAM
-                    // (`mark` makes it changed).
-                    None if freed_by_checkpoint(old) && new.state().is_free() => {
-                        self.rec_keep.remove(&b);
-                        #[cfg(debug_assertions)]
-                        self.evicted.insert(b, pack(new));
-                    }
-                    None => {
-                        self.rec_keep.insert(b, pack(new));
-                    }
-                },
-            }
-            self.follow_sums(old, new);
+            return true;
         }
-        if let Some(c) = self.page_counts.get_mut((b / self.per_page) as usize) {
+        let i = b / self.per_page;
+        let k = (b - i * self.per_page) as usize;
+        let pg = self.pgm();
+        match pg.pages.iter_mut().find(|p| p.i == i) {
+            Some(p) => {
+                if let Some(x) = p.recs.get_mut(k) {
+                    *x = pack(new);
+                }
+            }
+            // (Not cached: the record is changed, or kept.)
+            None => match pg.rec_over.get_mut(&b) {
+                Some(x) => *x = pack(new),
+                // A kept block freed by a checkpoint (not marked: its page's copy, read again,
+                // gives it as free) leaves RAM; any other change stays in RAM (`mark` makes it
+                // changed).
+                None if freed_by_checkpoint(old) && new.state().is_free() => {
+                    pg.rec_keep.remove(&b);
+                    #[cfg(debug_assertions)]
+                    pg.evicted.insert(b, pack(new));
+                }
+                None => {
+                    pg.rec_keep.insert(b, pack(new));
+                }
+            },
+        }
+        if let Some(c) = pg.counts.get_mut(i as usize) {
             c.follow(old, new);
         }
+        self.follow_sums(old, new);
         true
     }
 
@@ -854,7 +908,7 @@ impl BlockTable {
         // Paged: every record of a cached page counts as changed, so that none is dropped
         // with the page while RAM may differ from its copy (a copy whose write failed after
         // its records were marked written, or one about to be erased).
-        if self.paged {
+        if self.is_paged() {
             for b in self.page_range(i) {
                 if self.cached_page(i).is_some() {
                     self.mark(b);
@@ -865,7 +919,7 @@ impl BlockTable {
 
     /// `Erased` and `Reserved` blocks in page `i`.
     pub fn erased_in_page(&self, i: u32) -> u32 {
-        match self.page_counts.get(i as usize) {
+        match self.pg().counts.get(i as usize) {
             Some(c) => c.erased_n as u32,
             None => self
                 .page_range(i)
@@ -876,7 +930,7 @@ impl BlockTable {
 
     /// Free blocks in page `i` (paged: kept with every change, for pages not cached).
     pub fn free_in_page(&self, i: u32) -> u32 {
-        match self.page_counts.get(i as usize) {
+        match self.pg().counts.get(i as usize) {
             Some(c) => c.free_n as u32,
             None => self
                 .page_range(i)
@@ -898,13 +952,14 @@ impl BlockTable {
         if let Some(w) = self.forced.get_mut((i / 32) as usize) {
             *w &= !(1 << (i % 32));
         }
-        if self.paged {
+        if self.is_paged() {
             // (The page is cached while it is written: its records are all in RAM.)
-            if let Some(c) = self.cache.iter_mut().find(|c| c.i == i) {
-                c.changed.iter_mut().for_each(|w| *w = 0);
-            }
             let r = self.page_range(i);
-            self.rec_over.retain(|b, _| !r.contains(b));
+            let pg = self.pgm();
+            if let Some(p) = pg.pages.iter_mut().find(|p| p.i == i) {
+                p.changed.iter_mut().for_each(|w| *w = 0);
+            }
+            pg.rec_over.retain(|b, _| !r.contains(b));
         }
         for b in self.page_range(i) {
             if let Some(w) = self.changed.get_mut((b / 32) as usize) {
@@ -935,11 +990,11 @@ impl BlockTable {
 
     /// Whether block `b`'s record differs from the one in its page on flash.
     pub fn block_changed(&self, b: u32) -> bool {
-        if self.paged {
+        if self.is_paged() {
             let i = b / self.per_page;
-            return match self.cache.iter().find(|c| c.i == i) {
-                Some(c) => bit(&c.changed, b - i * self.per_page),
-                None => self.rec_over.contains_key(&b),
+            return match self.page_recs(i) {
+                Some(p) => bit(&p.changed, b - i * self.per_page),
+                None => self.pg().rec_over.contains_key(&b),
             };
         }
         self.changed
@@ -949,13 +1004,14 @@ impl BlockTable {
 
     /// Blocks whose records differ from their pages on flash, in block order.
     pub fn changed_blocks(&self) -> Vec<u32> {
-        if self.paged {
-            let mut v: Vec<u32> = self.rec_over.iter().map(|(&b, _)| b).collect();
-            for c in &self.cache {
-                let first = c.i * self.per_page;
+        if self.is_paged() {
+            let pg = self.pg();
+            let mut v: Vec<u32> = pg.rec_over.iter().map(|(&b, _)| b).collect();
+            for p in &pg.pages {
+                let first = p.i * self.per_page;
                 v.extend(
-                    (0..c.recs.len() as u32)
-                        .filter(|&k| bit(&c.changed, k))
+                    (0..p.recs.len() as u32)
+                        .filter(|&k| bit(&p.changed, k))
                         .map(|k| first + k),
                 );
             }
@@ -971,19 +1027,22 @@ impl BlockTable {
             return;
         }
         let i = b / self.per_page;
-        let newly = if self.paged {
-            match self.cache.iter_mut().find(|c| c.i == i) {
-                Some(c) => {
-                    let k = b - i * self.per_page;
-                    let w = &mut c.changed[(k / 32) as usize];
-                    let was = *w & (1 << (k % 32)) != 0;
-                    *w |= 1 << (k % 32);
-                    !was
-                }
+        let newly = if self.is_paged() {
+            let k = b - i * self.per_page;
+            let pg = self.pgm();
+            match pg.pages.iter_mut().find(|p| p.i == i) {
+                Some(p) => match p.changed.get_mut((k / 32) as usize) {
+                    Some(w) => {
+                        let was = *w & (1 << (k % 32)) != 0;
+                        *w |= 1 << (k % 32);
+                        !was
+                    }
+                    None => false,
+                },
                 // (Paged, a record not cached is in RAM while changed, or kept.)
-                None => match self.rec_keep.remove(&b) {
+                None => match pg.rec_keep.remove(&b) {
                     Some(x) => {
-                        self.rec_over.insert(b, x);
+                        pg.rec_over.insert(b, x);
                         true
                     }
                     None => false,
@@ -1067,21 +1126,22 @@ impl BlockTable {
     /// [`BlockTable::iter`]'s records, found without a lookup per block when paged (cached
     /// pages, then the changed records of the others).
     pub fn in_ram(&self) -> Vec<(u32, BlockInfo)> {
-        if !self.paged {
+        if !self.is_paged() {
             return self.iter().collect();
         }
+        let pg = self.pg();
         let mut v: Vec<(u32, BlockInfo)> = Vec::new();
-        for c in &self.cache {
-            let first = c.i * self.per_page;
+        for p in &pg.pages {
+            let first = p.i * self.per_page;
             v.extend(
-                c.recs
+                p.recs
                     .iter()
                     .enumerate()
                     .map(|(k, &x)| (first + k as u32, unpack(x))),
             );
         }
-        v.extend(self.rec_over.iter().map(|(&b, &x)| (b, unpack(x))));
-        v.extend(self.rec_keep.iter().map(|(&b, &x)| (b, unpack(x))));
+        v.extend(pg.rec_over.iter().map(|(&b, &x)| (b, unpack(x))));
+        v.extend(pg.rec_keep.iter().map(|(&b, &x)| (b, unpack(x))));
         v
     }
 
@@ -1107,7 +1167,7 @@ impl BlockTable {
         if self.used[kind as usize].n == 0 {
             return None;
         }
-        if self.paged {
+        if self.is_paged() {
             // (The store finds it, reading pages: `Store::used_min_live`.)
             let m = self.used[kind as usize].min;
             return (m != UsedSums::UNKNOWN).then_some(m);
@@ -1138,7 +1198,7 @@ impl BlockTable {
     /// No closed block of page `i` outside the journal has fewer live bytes than this
     /// (`u32::MAX`: none has any, or the page has no bounds).
     pub fn used_lo(&self, i: u32) -> u32 {
-        self.page_counts.get(i as usize).map_or(0, |c| c.used_lo)
+        self.pg().counts.get(i as usize).map_or(0, |c| c.used_lo)
     }
 
     /// `live_files` and `used` counted from the records, in one pass (every least count
@@ -1166,7 +1226,7 @@ impl BlockTable {
     /// Counts `live_outside_journal`, `used_of` and `used_min_live` again from the records
     /// (for debug checks): `Err` names the first that differs.
     pub fn check_sums(&self) -> core::result::Result<(), &'static str> {
-        if self.paged {
+        if self.is_paged() {
             // (RAM does not hold every record: a page read again is checked instead.)
             return Ok(());
         }
@@ -1320,24 +1380,22 @@ impl BlockTable {
     /// applied, which then lives in the cache only. When the cache is full, the page cached
     /// longest goes, the wear of its changed records kept aside.
     pub fn cache_page(&mut self, i: u32, mut v: Vec<Wear>) {
-        debug_assert!(!self.paged, "a paged table caches records with their wear");
+        debug_assert!(
+            !self.is_paged(),
+            "a paged table caches records with their wear"
+        );
         if self.cache.iter().any(|c| c.i == i) {
             return;
         }
         self.apply_changes(i, &mut v);
-        self.insert_cached(Cached {
-            i,
-            wear: v,
-            recs: Vec::new(),
-            changed: Vec::new(),
-        });
+        self.insert_cached(Cached { i, wear: v }, None);
     }
 
     /// Paged: caches page `i`, read from its copy on flash as `recs` (the store's view of
     /// them: see `Store::load_record`) and `v`: with what changed since applied (the changed
     /// records in `rec_over` and `over` move into the cache, marked).
     pub fn cache_records(&mut self, i: u32, recs: &[BlockInfo], mut v: Vec<Wear>) {
-        if !self.paged || self.cache.iter().any(|c| c.i == i) {
+        if !self.is_paged() || self.cache.iter().any(|c| c.i == i) {
             return;
         }
         let r = self.page_range(i);
@@ -1348,23 +1406,25 @@ impl BlockTable {
             pack(BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0)),
         );
         let mut changed = vec![0u32; r.len().div_ceil(32)];
-        for (&b, &x) in self.rec_over.iter() {
+        let pg = self.pgm();
+        for (&b, &x) in pg.rec_over.iter() {
             if r.contains(&b) {
                 let k = (b - r.start) as usize;
                 packed[k] = x;
                 changed[k / 32] |= 1 << (k % 32);
             }
         }
-        for (&b, &x) in self.rec_keep.iter() {
+        for (&b, &x) in pg.rec_keep.iter() {
             if r.contains(&b) {
                 packed[(b - r.start) as usize] = x;
             }
         }
-        self.rec_keep.retain(|b, _| !r.contains(b));
+        pg.rec_keep.retain(|b, _| !r.contains(b));
+        pg.rec_over.retain(|b, _| !r.contains(b));
         #[cfg(debug_assertions)]
         for (k, &x) in packed.iter().enumerate() {
             let b = r.start + k as u32;
-            if let Some(was) = self.evicted.remove(&b) {
+            if let Some(was) = pg.evicted.remove(&b) {
                 debug_assert!(
                     x == was || bit(&changed, k as u32),
                     "block {b}'s record read back as {:?}, evicted as {:?}",
@@ -1373,34 +1433,46 @@ impl BlockTable {
                 );
             }
         }
-        self.rec_over.retain(|b, _| !r.contains(b));
-        self.insert_cached(Cached {
+        let recs = PagedRecs {
             i,
-            wear: v,
             recs: packed,
             changed,
-        });
+        };
+        self.insert_cached(Cached { i, wear: v }, Some(recs));
     }
 
-    /// Puts page `c` in the cache (see [`BlockTable::cache_page`]), making room: the page
-    /// cached longest goes (never the anchor area's when paged, nor a pinned one), the wear
-    /// (and, paged, the record) of its changed records kept aside.
-    fn insert_cached(&mut self, c: Cached) {
-        if self.cache.len() >= self.cache_pages {
+    /// Puts page `c` in the cache (see [`BlockTable::cache_page`]; paged, with its records
+    /// `recs`), making room: the page cached longest goes (never the anchor area's when
+    /// paged, nor a pinned one), the wear (and, paged, the record) of its changed records kept
+    /// aside.
+    fn insert_cached(&mut self, c: Cached, recs: Option<PagedRecs>) {
+        if self.cache.len() >= self.cache_pages as usize {
+            let pinned = self.pg().pinned;
+            let paged = self.is_paged();
             let pos = self
                 .cache
                 .iter()
-                .position(|x| !(self.paged && (self.holds_area(x.i) || x.i == self.pinned)));
+                .position(|x| !(paged && (self.holds_area(x.i) || x.i == pinned)));
             if let Some(pos) = pos {
                 let old = self.cache.remove(pos);
                 self.evict(old);
             }
         }
-        let (i, r) = (c.i, self.page_range(c.i));
+        let r = self.page_range(c.i);
         self.over.retain(|&b, _| !r.contains(&b) || b < ANCHOR_AREA);
-        let wear = c.wear.clone();
-        self.cache.push(c);
-        self.page_seen(i, &wear);
+        match recs {
+            None => {
+                self.page_seen(c.i, &c.wear);
+                self.cache.push(c);
+            }
+            Some(recs) => {
+                // (The bounds are made from the records: cached first.)
+                self.pgm().pages.push(recs);
+                let (i, wear) = (c.i, c.wear.clone());
+                self.cache.push(c);
+                self.page_seen(i, &wear);
+            }
+        }
     }
 
     /// Keeps what RAM must not lose of page `old`, leaving the cache: changed records differ
@@ -1408,37 +1480,94 @@ impl BlockTable {
     /// stay in RAM.
     fn evict(&mut self, old: Cached) {
         let j = old.i;
+        let recs = match self.is_paged() {
+            true => {
+                let pg = self.pgm();
+                let at = pg.pages.iter().position(|p| p.i == j);
+                at.map(|at| pg.pages.remove(at))
+            }
+            false => None,
+        };
         for (k, (b, w)) in self.page_range(j).zip(old.wear).enumerate() {
-            let changed = match self.paged {
-                true => bit(&old.changed, k as u32),
-                false => bit(&self.wear_changed, b),
+            let changed = match &recs {
+                Some(p) => bit(&p.changed, k as u32),
+                None => bit(&self.wear_changed, b),
             };
             if changed || b < ANCHOR_AREA {
                 self.over.insert(b, w);
             }
-            if let Some(&x) = old.recs.get(k) {
-                if changed {
-                    self.rec_over.insert(b, x);
-                } else if kept_in_ram(unpack(x)) {
-                    // (Its wear too: a lookup of the record finds its erase count in RAM.)
-                    self.over.insert(b, w);
-                    self.rec_keep.insert(b, x);
-                } else {
-                    #[cfg(debug_assertions)]
-                    self.evicted.insert(b, x);
-                }
+            let Some(&x) = recs.as_ref().and_then(|p| p.recs.get(k)) else {
+                continue;
+            };
+            let pg = self.pgm();
+            if changed {
+                pg.rec_over.insert(b, x);
+            } else if kept_in_ram(unpack(x)) {
+                pg.rec_keep.insert(b, x);
+                // (Its wear too: a lookup of the record finds its erase count in RAM.)
+                self.over.insert(b, w);
+            } else {
+                #[cfg(debug_assertions)]
+                pg.evicted.insert(b, x);
+            }
+        }
+    }
+
+    /// Paged: block-table nodes block `b` holds ([`Paged::own`]).
+    pub fn own_of(&self, b: u32) -> u32 {
+        self.pg().own.get(&b).copied().unwrap_or(0)
+    }
+
+    /// Paged: block `b` holds one block-table node more (`add`) or one fewer.
+    pub fn own_change(&mut self, b: u32, add: bool) {
+        if !self.is_paged() {
+            return;
+        }
+        let own = &mut self.pgm().own;
+        let c = own.get_or_default(b);
+        *c = match add {
+            true => *c + 1,
+            false => c.saturating_sub(1),
+        };
+        if *c == 0 {
+            own.remove(&b);
+        }
+    }
+
+    /// Paged: provisional bytes the newest copy of block `b`'s record left out
+    /// ([`Paged::prov`]).
+    pub fn prov_of(&self, b: u32) -> u32 {
+        self.pg().prov.get(&b).copied().unwrap_or(0)
+    }
+
+    /// Paged: the records of page `i` were just encoded without the provisional bytes `prov`
+    /// names (block, bytes; other pages' blocks ignored).
+    pub fn set_prov(&mut self, i: u32, prov: &[(u32, u32)]) {
+        if !self.is_paged() {
+            return;
+        }
+        let r = self.page_range(i);
+        let pv = &mut self.pgm().prov;
+        pv.retain(|b, _| !r.contains(b));
+        for &(b, bytes) in prov {
+            if r.contains(&b) && bytes > 0 {
+                pv.insert(b, bytes);
             }
         }
     }
 
     /// Paged: keeps page `i` in the cache until another is pinned ([`BlockTable::unpin`]).
     pub fn pin(&mut self, i: u32) {
-        self.pinned = i;
+        if self.is_paged() {
+            self.pgm().pinned = i;
+        }
     }
 
     /// Paged: lets the pinned page leave the cache again.
     pub fn unpin(&mut self) {
-        self.pinned = u32::MAX;
+        if self.is_paged() {
+            self.pgm().pinned = u32::MAX;
+        }
     }
 
     /// Sets block `b`'s wear and marks its record changed. `leaving`: the block is leaving the
@@ -1634,16 +1763,16 @@ impl BlockTable {
             *x = a;
         }
         let v: Vec<Wear> = recs.iter().take(r.len()).map(|x| x.wear).collect();
-        if self.paged {
+        if self.is_paged() {
             // Cached as bad blocks first, which the records then replace (every block is bad
             // until its page is loaded, and the sums follow each change).
             let bad = pack(BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0));
-            self.insert_cached(Cached {
+            let recs = PagedRecs {
                 i,
-                wear: v.clone(),
                 recs: vec![bad; r.len()],
                 changed: vec![0; r.len().div_ceil(32)],
-            });
+            };
+            self.insert_cached(Cached { i, wear: v.clone() }, Some(recs));
         }
         // Wear leveling's figures count the page's blocks here: the records' changes cannot
         // (their wear is not in RAM yet).
@@ -1659,27 +1788,22 @@ impl BlockTable {
         }
         self.wl = wl;
         self.page_seen(i, &v);
-        if !self.paged && self.cache.len() < self.cache_pages {
-            self.cache.push(Cached {
-                i,
-                wear: v,
-                recs: Vec::new(),
-                changed: Vec::new(),
-            });
+        if !self.is_paged() && self.cache.len() < self.cache_pages as usize {
+            self.cache.push(Cached { i, wear: v });
         }
     }
 
     /// Page `i`'s blocks have wear `v` now (read from flash, or loaded): its bounds become
     /// exact.
     pub fn page_seen(&mut self, i: u32, v: &[Wear]) {
-        if self.paged && self.cached_page(i).is_none() {
+        if self.is_paged() && self.cached_page(i).is_none() {
             // (Its records are not in RAM: the bounds stay as wide as they are.)
             return;
         }
         let first = self.page_range(i).start;
-        if self.paged {
+        if self.is_paged() {
             let c = PageCounts::exact(self.page_range(i).map(|b| self.get(b)));
-            if let Some(x) = self.page_counts.get_mut(i as usize) {
+            if let Some(x) = self.pgm().counts.get_mut(i as usize) {
                 *x = c;
             }
         }
@@ -1841,11 +1965,9 @@ impl BlockTable {
         let cached = self
             .cache
             .iter()
-            .map(|c| {
-                c.wear.capacity() * core::mem::size_of::<Wear>()
-                    + (c.recs.capacity() + c.changed.capacity()) * 4
-            })
-            .sum::<usize>();
+            .map(|c| c.wear.capacity() * core::mem::size_of::<Wear>())
+            .sum::<usize>()
+            + self.paged_bytes();
         (
             self.hot.capacity(),
             cached,
@@ -1854,11 +1976,28 @@ impl BlockTable {
         )
     }
 
+    /// RAM held for paged records ([`Paged`]; 0 when they are all in RAM).
+    fn paged_bytes(&self) -> usize {
+        let Some(pg) = self.paged.as_deref() else {
+            return 0;
+        };
+        core::mem::size_of::<Paged>()
+            + pg.pages.capacity() * core::mem::size_of::<PagedRecs>()
+            + pg.pages
+                .iter()
+                .map(|p| (p.recs.capacity() + p.changed.capacity()) * 4)
+                .sum::<usize>()
+            + pg.rec_over.heap_bytes()
+            + pg.rec_keep.heap_bytes()
+            + pg.counts.capacity() * core::mem::size_of::<PageCounts>()
+            + pg.own.heap_bytes()
+            + pg.prov.heap_bytes()
+    }
+
     /// RAM held by the table.
     pub fn ram_bytes(&self) -> usize {
         self.hot.capacity()
-            + self.rec_over.heap_bytes()
-            + self.rec_keep.heap_bytes()
+            + self.paged_bytes()
             + (self.forced.capacity() + self.changed.capacity() + self.wear_changed.capacity()) * 4
             + self.changed_in.capacity() * 2
             + self.page_addr.capacity() * core::mem::size_of::<Addr>()
@@ -1867,10 +2006,7 @@ impl BlockTable {
             + self
                 .cache
                 .iter()
-                .map(|c| {
-                    c.wear.capacity() * core::mem::size_of::<Wear>()
-                        + (c.recs.capacity() + c.changed.capacity()) * 4
-                })
+                .map(|c| c.wear.capacity() * core::mem::size_of::<Wear>())
                 .sum::<usize>()
             + (self.young.capacity() + self.old.capacity()) * 8
             + self.bounds.capacity() * core::mem::size_of::<PageBounds>()

@@ -19,8 +19,6 @@ mod write;
 
 use alloc::vec::Vec;
 
-use crate::vec_map::VecMap;
-
 pub(crate) use bad_blocks::Remap;
 pub(crate) use block_table::{
     decode_page, BlockInfo, BlockRecord, BlockState, BlockTable, Wear, WlFigures, ANCHOR_SPARES,
@@ -131,7 +129,7 @@ pub(crate) struct Store<F: Flash> {
     /// Sequence number of the last checkpoint (a commit tag carries 32 bits of it).
     cp_seq: u64,
     /// Block-table pages whose wear the table caches (see [`BlockTable`]).
-    table_cache: usize,
+    table_cache: u16,
     /// `Free` blocks that an `Erasing` journal record on flash announced since the last
     /// checkpoint: the allocator may erase them, and a mount after a power cut reads their
     /// first page to count an erase it finds (FORMAT.md §11).
@@ -154,14 +152,8 @@ pub(crate) struct Store<F: Flash> {
     full_scans: bool,
     /// Most bytes the packed records of every block may take in RAM: above it, a mount pages
     /// them ([`BlockTable::pages_records`]).
-    records_ram: usize,
-    /// Paged records: block-table nodes (pages, delta and directory nodes) each block holds,
-    /// whose bytes a record on flash does not count and RAM does
-    /// ([`Store::account_bt_page`]).
-    bt_own: VecMap<u32, u32>,
-    /// Paged records: bytes of provisional data the newest copy of each block's record on
-    /// flash left out ([`Store::set_bt_prov`]).
-    bt_prov: VecMap<u32, u32>,
+    /// (In bytes, `u32::MAX` at most.)
+    records_ram: u32,
 }
 
 /// A commit run in progress: consecutive file blocks of one inode written as consecutive pages
@@ -230,16 +222,14 @@ impl<F: Flash> Store<F> {
             replay_counted: Vec::new(),
             seen_seq: 0,
             full_scans: false,
-            records_ram: usize::MAX,
-            bt_own: VecMap::new(),
-            bt_prov: VecMap::new(),
+            records_ram: u32::MAX,
         }
     }
 
     /// Sets the most bytes the packed records of every block may take in RAM before a
     /// mount pages them (from the next [`Store::begin_table_load`]).
     pub fn set_records_ram(&mut self, bytes: usize) {
-        self.records_ram = bytes;
+        self.records_ram = bytes.min(u32::MAX as usize) as u32;
     }
 
     /// Makes scans of the block table read every page RAM does not hold (`true`) or only
@@ -248,10 +238,10 @@ impl<F: Flash> Store<F> {
         self.full_scans = on;
     }
 
-    /// Sets how many block-table pages of wear the table may cache (from the next
+    /// Sets how many block-table pages of wear the table may cache (at most 65,535; from the next
     /// [`Store::begin_table_load`]).
     pub fn set_table_cache(&mut self, pages: usize) {
-        self.table_cache = pages.max(1);
+        self.table_cache = pages.clamp(1, u16::MAX as usize) as u16;
     }
 
     /// Enters `phase`; returns the phase to go back to.
@@ -314,8 +304,6 @@ impl<F: Flash> Store<F> {
             + self.table.ram_bytes()
             + self.remaps.capacity() * 8
             + (self.announced.capacity() + self.replay_counted.capacity()) * 4
-            + self.bt_own.heap_bytes()
-            + self.bt_prov.heap_bytes()
             + self.heads.ram_bytes()
             + self.medium.cached_bytes()
     }
@@ -646,8 +634,7 @@ impl<F: Flash> Store<F> {
             if e.state() == BlockState::PendingErase || dead_journal {
                 e = BlockInfo::new(BlockState::Free, LogKind::DataHot, 0);
             } else if matches!(e.state(), BlockState::Used | BlockState::Head) {
-                let own = self.bt_own.get(&b).copied().unwrap_or(0) * len;
-                let prov = self.bt_prov.get(&b).copied().unwrap_or(0);
+                let (own, prov) = (self.table.own_of(b) * len, self.table.prov_of(b));
                 e.live = e.live.saturating_add(own).saturating_add(prov).min(bs);
             }
             infos.push(e);
@@ -682,14 +669,7 @@ impl<F: Flash> Store<F> {
         if !self.table.pages_records() {
             return;
         }
-        let per = self.table.per_page();
-        let r = i * per..(i + 1) * per;
-        self.bt_prov.retain(|b, _| !r.contains(b));
-        for &(b, bytes) in prov {
-            if r.contains(&b) && bytes > 0 {
-                self.bt_prov.insert(b, bytes);
-            }
-        }
+        self.table.set_prov(i, prov);
     }
 
     /// No closed block of block-table page `i` outside the journal has fewer live bytes than
@@ -807,20 +787,19 @@ impl<F: Flash> Store<F> {
     pub fn begin_table_load(&mut self) {
         // The old table goes first: a mount holds one table, not two.
         self.table = BlockTable::for_load(0, 1, 1, 1, false);
-        self.bt_own = VecMap::new();
-        self.bt_prov = VecMap::new();
         let g = self.p.geometry;
         let width = 6 + (32 - g.block_size().leading_zeros()) as usize;
         let packed = (g.blocks as usize * width).div_ceil(8);
-        let paged = packed > self.records_ram;
+        let records_ram = self.records_ram as usize;
+        let paged = packed > records_ram;
         // (Paged records: the cached pages, records and wear, take at most an eighth of the records'
         // RAM, but four pages at least.)
         let cache = match paged {
             true => {
                 let page = self.p.bt_entries() as usize * 12 + 64;
-                self.table_cache.min((self.records_ram / 8 / page).max(4))
+                (self.table_cache as usize).min((records_ram / 8 / page).max(4))
             }
-            false => self.table_cache,
+            false => self.table_cache as usize,
         };
         self.table =
             BlockTable::for_load(g.blocks, self.p.bt_entries(), g.block_size(), cache, paged);
@@ -1445,16 +1424,7 @@ impl<F: Flash> Store<F> {
         let (b, len) = (self.p.block_of(a), self.p.align(self.p.map_page));
         // (First the record as flash and the nodes counted so far give it, then the change.)
         self.load_record(b)?;
-        if self.table.pages_records() {
-            let c = self.bt_own.get_or_default(b);
-            *c = match add {
-                true => *c + 1,
-                false => c.saturating_sub(1),
-            };
-            if *c == 0 {
-                self.bt_own.remove(&b);
-            }
-        }
+        self.table.own_change(b, add);
         if add {
             self.table
                 .add_live_quiet(b, len, self.p.geometry.block_size());
