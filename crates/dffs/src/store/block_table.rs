@@ -15,6 +15,7 @@
 //! leveling: the least worn block for every log, the most worn for cold data). It must never
 //! touch the device: the store reads, erases and programs.
 
+use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
