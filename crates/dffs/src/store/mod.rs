@@ -773,7 +773,16 @@ impl<F: Flash> Store<F> {
     /// The number and record of every block whose record RAM holds (for diagnostics: a scan
     /// of every block is [`Store::scan_wear`]).
     pub fn blocks_in_ram(&self) -> impl Iterator<Item = (u32, BlockInfo)> + '_ {
-        self.table.in_ram().into_iter()
+        // (Every block when none is paged, without a vector of them.)
+        let paged = self.table.pages_records();
+        let some = if paged {
+            self.table.in_ram()
+        } else {
+            Vec::new()
+        };
+        let all = if paged { 0 } else { self.table.len() };
+        some.into_iter()
+            .chain((0..all).map(move |b| (b, self.table.get(b))))
     }
 
     /// Number of blocks.
