@@ -49,8 +49,9 @@ pub struct Config {
     pub overlay_extents: usize,
     /// Block-table pages whose erase counts and ages are kept in RAM (at least one; those of
     /// blocks that changed since their page was written are kept besides). The state and live
-    /// bytes of every block are always in RAM; erase counts and ages of the other pages are
-    /// read from flash when allocation, wear leveling or the choice of a victim needs them.
+    /// bytes of every block are in RAM unless the records are paged (`records_ram`); erase
+    /// counts and ages of the other pages are read from flash when allocation, wear leveling
+    /// or the choice of a victim needs them.
     pub table_cache: usize,
     /// Most bytes the packed records of every block (state, log and live bytes: 19 to 26
     /// bits each) may take in RAM. On a larger device a mount pages them as it does erase
