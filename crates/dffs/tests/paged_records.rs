@@ -5,7 +5,7 @@
 //! records leave RAM and are read back again and again.
 
 use dffs::{Config, FormatOptions, Fs, Ino, OpenFlags, ROOT_INO};
-use dffs_sim::{preset::preset, Preset, SimFlash};
+use dffs_sim::{preset::preset, Preset, Rng, SimFlash};
 
 fn paged() -> Config {
     Config {
@@ -29,18 +29,6 @@ fn device(name: &str, erase: Option<u32>, blocks: u32) -> SimFlash {
     }
     let p = p.with_blocks(blocks).unwrap();
     Fs::format(SimFlash::new(p).unwrap(), &FormatOptions::default()).unwrap()
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
 }
 
 /// What the two file systems are compared on: free space (data blocks), and every file's
@@ -88,7 +76,7 @@ fn compare(name: &str, erase: Option<u32>, blocks: u32, rounds: u32, seed: u64) 
         }
         models.push((ino, (0..len).map(|i| (i * 7 + k as usize) as u8).collect()));
     }
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     for round in 0..rounds {
         let (f, at, n) = (
             rng.below(nfiles) as usize,

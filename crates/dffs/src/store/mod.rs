@@ -606,7 +606,8 @@ impl<F: Flash> Store<F> {
     /// Makes RAM hold block `b`'s record (reading its block-table page), so that the
     /// table's lookups and changes of it need no read.
     fn load_record(&mut self, b: u32) -> Result<()> {
-        if b >= self.table.len() || self.table.try_get(b).is_some() {
+        // (Records in RAM, the usual case: nothing to look up twice.)
+        if !self.table.pages_records() || b >= self.table.len() || self.table.try_get(b).is_some() {
             return Ok(());
         }
         self.load_bt_records(b / self.table.per_page())
