@@ -48,7 +48,7 @@ done
 features_of() {
     case $1 in
         minimal) echo "smallest" ;;
-        full) echo "ram-default,compression,nand" ;;
+        full) echo "ram-default,compression,nand,paged-records" ;;
     esac
 }
 

@@ -226,7 +226,10 @@ fn run_on(
         cfg.records_ram = 0;
     }
     let mut fs = Fs::mount(dev, cfg).unwrap();
-    assert_eq!(fs.records_paged(), cfg.records_ram == 0);
+    assert_eq!(
+        fs.records_paged(),
+        cfg!(feature = "paged-records") && cfg.records_ram == 0
+    );
     let mut m = Model::default();
     let mut rng = Rng::new(seed);
     let mut nospace = 0;
@@ -679,6 +682,7 @@ thread_local! {
 }
 
 /// Runs `f` with the block table's records paged ([`PAGED`]).
+#[cfg(feature = "paged-records")]
 fn paged(f: impl FnOnce()) {
     PAGED.with(|p| p.set(true));
     f();
@@ -734,6 +738,7 @@ fn model_nand_mlc() {
 /// records leave RAM and are read back all through the run), also with failing programs and
 /// erases, and on SLC NAND (one page: paged, never evicted).
 #[test]
+#[cfg(feature = "paged-records")]
 fn model_paged_records() {
     paged(|| {
         let ops = env("DFFS_MODEL_OPS", 600) as usize;

@@ -2,7 +2,9 @@
 //! workload with every record in RAM: the two must agree on what a file system holds and on
 //! its space figures after every step, through remounts and power cuts. Paging is forced on
 //! small devices here (`records_ram: 0`), with a cache of four block-table pages, so that
-//! records leave RAM and are read back again and again.
+//! records leave RAM and are read back again and again. (A build without the
+//! `paged-records` feature never pages: nothing to compare.)
+#![cfg(feature = "paged-records")]
 
 use dffs::{Config, FormatOptions, Fs, Ino, OpenFlags, ROOT_INO};
 use dffs_sim::{preset::preset, Preset, Rng, SimFlash};

@@ -57,8 +57,9 @@ pub struct Config {
     /// bits each) may take in RAM. On a larger device a mount pages them as it does erase
     /// counts: RAM holds the records of a few block-table pages (at most `table_cache`, and
     /// no more than an eighth of this in all) and those changed since their page was
-    /// written, and reads the others when needed (DESIGN §12.1). `0` pages them on any
-    /// device.
+    /// written, and reads the others when needed (DESIGN §12.2). `0` pages them on any
+    /// device. Without the `paged-records` cargo feature the records are never paged and
+    /// this is not used.
     pub records_ram: usize,
     /// Bytes of consecutive file blocks compressed together into one node (rounded down to
     /// whole blocks, at most a quarter of an erase block and 64 KiB). Larger groups compress

@@ -667,12 +667,18 @@ impl BlockTable {
     }
 
     /// Whether the records are paged (see [`BlockTable::pages_records`]).
+    ///
+    /// Always false without the `paged-records` feature, so that a build without it links none
+    /// of the paging code.
     fn is_paged(&self) -> bool {
-        self.paged.is_some()
+        cfg!(feature = "paged-records") && self.paged.is_some()
     }
 
     /// What RAM holds of paged records (empty when they are all in RAM).
     fn pg(&self) -> &Paged {
+        if !cfg!(feature = "paged-records") {
+            return &NOT_PAGED;
+        }
         self.paged.as_deref().unwrap_or(&NOT_PAGED)
     }
 
@@ -2027,7 +2033,7 @@ impl BlockTable {
         let pages = n.div_ceil(per_page) as usize;
         let width = 6 + (32 - block_size.leading_zeros()) as usize;
         let packed = (n as usize * width).div_ceil(8);
-        if packed > records_ram && width <= 32 {
+        if cfg!(feature = "paged-records") && packed > records_ram && width <= 32 {
             // Paged records (as `Store::begin_table_load` sizes the cache): per page its
             // address, counts and bounds; the cached pages' records, wear and bits.
             let page = per_page as usize * 12 + 64;

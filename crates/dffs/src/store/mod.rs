@@ -801,7 +801,8 @@ impl<F: Flash> Store<F> {
         let width = 6 + (32 - g.block_size().leading_zeros()) as usize;
         let packed = (g.blocks as usize * width).div_ceil(8);
         let records_ram = self.records_ram as usize;
-        let paged = packed > records_ram;
+        // (Without the `paged-records` feature every record stays in RAM.)
+        let paged = cfg!(feature = "paged-records") && packed > records_ram;
         // (Paged records: the cached pages, records and wear, take at most an eighth of the records'
         // RAM, but four pages at least.)
         let cache = match paged {
