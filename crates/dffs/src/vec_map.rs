@@ -45,6 +45,13 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         }
     }
 
+    /// Number of keys in `lo..hi`.
+    pub fn range_len(&self, lo: &K, hi: &K) -> usize {
+        let a = self.items.partition_point(|(x, _)| x < lo);
+        let b = self.items.partition_point(|(x, _)| x < hi);
+        b.saturating_sub(a)
+    }
+
     /// Whether `k` has a value.
     pub fn contains_key(&self, k: &K) -> bool {
         self.find(k).is_ok()

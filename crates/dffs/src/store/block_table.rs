@@ -387,6 +387,16 @@ impl PageBounds {
         }
     }
 
+    /// Bounds that hold what `self` and `o` hold.
+    fn merge(mut self, o: PageBounds) -> PageBounds {
+        self.free_lo = self.free_lo.min(o.free_lo);
+        self.free_hi = self.free_hi.max(o.free_hi);
+        self.movable_lo = self.movable_lo.min(o.movable_lo);
+        self.circ_hi = self.circ_hi.max(o.circ_hi);
+        self.widen_age(o.oldest);
+        self
+    }
+
     /// Widens the oldest age to hold `age`.
     fn widen_age(&mut self, age: u32) {
         let age = age & 0xFF_FFFF;
@@ -447,7 +457,8 @@ struct Paged {
     rec_keep: VecMap<u32, u32>,
     /// A page that may not leave the cache now (one being written), or `u32::MAX`.
     pinned: u32,
-    /// Per block-table page, its counts ([`PageCounts`]).
+    /// Per group of block-table pages (`BlockTable::group_shift`), its counts
+    /// ([`PageCounts`]).
     counts: Vec<PageCounts>,
     /// Block-table nodes (pages, delta and directory nodes) each block holds, whose bytes a
     /// record on flash does not count and RAM does (`Store::account_bt_page`).
@@ -472,6 +483,22 @@ static NOT_PAGED: Paged = Paged {
     #[cfg(debug_assertions)]
     evicted: VecMap::new(),
 };
+
+/// Paged records: how many block-table pages share one [`PageBounds`] and one [`PageCounts`]
+/// (a power of two, at most 64): the fewest that keep those figures within an eighth of
+/// `records_ram` (2 KiB pages of NAND put 168 records in a page: 64 GiB of 128 KiB blocks has
+/// 3,121 pages, 62 KB of figures one per page), but no more than the cache holds beside the
+/// anchor area's page, so that a scan reading a group's pages in order finds them all cached
+/// at its last and makes the group's figures exact again.
+pub fn figure_group(pages: u32, records_ram: usize, cache_pages: usize) -> u32 {
+    let per = core::mem::size_of::<PageBounds>() + core::mem::size_of::<PageCounts>();
+    let most = cache_pages.saturating_sub(1).clamp(1, 64);
+    let mut g = 1usize;
+    while g * 2 <= most && pages.div_ceil(g as u32) as usize * per > records_ram / 8 {
+        g *= 2;
+    }
+    g as u32
+}
 
 /// Record `e` packed in a `u32` (live bytes above the state and log), as paged records are
 /// cached.
@@ -513,7 +540,8 @@ pub(crate) struct BlockTable {
     /// One bit per block: its record differs from the one in its page on flash (a checkpoint
     /// writes it again, in the page or in a delta node, until the page is rewritten).
     changed: Vec<u32>,
-    /// Changed records per block-table page.
+    /// Changed records per block-table page (empty when paged: counted from the cached
+    /// pages' bits and `Paged::rec_over`, [`BlockTable::page_changed`]).
     changed_in: Vec<u16>,
     /// One bit per block: its wear differs from the one in its page on flash.
     wear_changed: Vec<u32>,
@@ -542,8 +570,13 @@ pub(crate) struct BlockTable {
     paged: Option<Box<Paged>>,
     /// Most pages `cache` holds (at least one).
     cache_pages: u32,
-    /// Per block-table page, what scans need to know without reading it ([`PageBounds`]).
+    /// Per group of `1 << group_shift` block-table pages, what scans need to know without
+    /// reading them ([`PageBounds`]).
     bounds: Vec<PageBounds>,
+    /// Log2 of the block-table pages that share one [`PageBounds`] and, paged, one
+    /// [`PageCounts`] ([`figure_group`]): 0 unless the records are paged on a device whose
+    /// per-page figures would outgrow their share of `Config::records_ram`.
+    group_shift: u8,
     /// Bumped whenever a block outside the anchor area joins the free pool (or a free one's
     /// wear changes), which may put it ahead of the candidates.
     free_gen: u64,
@@ -571,22 +604,24 @@ impl BlockTable {
     /// written).
     pub fn new(n: u32, per_page: u32, block_size: u32, cache_pages: usize) -> BlockTable {
         let free = BlockInfo::new(BlockState::Free, LogKind::DataHot, 0);
-        let mut t = Self::filled(n, per_page, block_size, cache_pages, free, false);
+        let mut t = Self::filled(n, per_page, block_size, cache_pages, free, false, 1);
         t.mark_all();
         t
     }
 
     /// A table for a mount to fill ([`BlockTable::load_page`]): every block bad until then,
-    /// no page on flash, no page marked.
+    /// no page on flash, no page marked. Paged, `group` pages share their figures
+    /// ([`figure_group`]; a power of two).
     pub fn for_load(
         n: u32,
         per_page: u32,
         block_size: u32,
         cache_pages: usize,
         paged: bool,
+        group: u32,
     ) -> BlockTable {
         let bad = BlockInfo::new(BlockState::Bad, LogKind::DataHot, 0);
-        let mut t = Self::filled(n, per_page, block_size, cache_pages, bad, paged);
+        let mut t = Self::filled(n, per_page, block_size, cache_pages, bad, paged, group);
         // (Exact for blocks that are all bad; each page loaded adds its blocks.)
         t.wl = Some(WlFigures::default());
         t
@@ -599,11 +634,18 @@ impl BlockTable {
         cache_pages: usize,
         e: BlockInfo,
         paged: bool,
+        group: u32,
     ) -> BlockTable {
         let per_page = per_page.max(1);
         let pages = n.div_ceil(per_page);
         let width = 6 + (32 - block_size.leading_zeros());
         let paged = paged && width <= 32;
+        // (Pages share figures only when paged.)
+        let group_shift = match paged {
+            true => group.max(1).ilog2() as u8,
+            false => 0,
+        };
+        let groups = pages.div_ceil(1 << group_shift);
         let per_block = |bytes: usize| if paged { 0 } else { bytes };
         let mut t = BlockTable {
             n,
@@ -613,7 +655,7 @@ impl BlockTable {
             per_page,
             forced: vec![0; pages.div_ceil(32) as usize],
             changed: vec![0; per_block(n.div_ceil(32) as usize)],
-            changed_in: vec![0; pages as usize],
+            changed_in: vec![0; if paged { 0 } else { pages as usize }],
             wear_changed: vec![0; per_block(n.div_ceil(32) as usize)],
             counts: [0; 8],
             live_files: 0,
@@ -627,6 +669,7 @@ impl BlockTable {
                 .min(pages.max(1) as usize) as u32,
             paged: None,
             bounds: Vec::new(),
+            group_shift,
             free_gen: 0,
             young: Vec::new(),
             old: Vec::new(),
@@ -644,11 +687,11 @@ impl BlockTable {
         t.counts[e.state() as usize] = n;
         // Only a table whose pages may not all be cached needs bounds to skip reads.
         if pages > t.cache_pages || paged {
-            t.bounds = vec![PageBounds::exact(&[Wear::default()], |_| e); pages as usize];
+            t.bounds = vec![PageBounds::exact(&[Wear::default()], |_| e); groups as usize];
         }
         if paged {
-            let counts = (0..pages)
-                .map(|i| PageCounts::exact(t.page_range(i).map(|_| e)))
+            let counts = (0..groups)
+                .map(|g| PageCounts::exact(t.group_range(g).map(|_| e)))
                 .collect();
             t.paged = Some(Box::new(Paged {
                 pinned: u32::MAX,
@@ -777,6 +820,7 @@ impl BlockTable {
         }
         let i = b / self.per_page;
         let k = (b - i * self.per_page) as usize;
+        let g = self.group_of(i);
         let pg = self.pgm();
         match pg.pages.iter_mut().find(|p| p.i == i) {
             Some(p) => {
@@ -800,7 +844,7 @@ impl BlockTable {
                 }
             },
         }
-        if let Some(c) = pg.counts.get_mut(i as usize) {
+        if let Some(c) = pg.counts.get_mut(g) {
             c.follow(old, new);
         }
         self.follow_sums(old, new);
@@ -871,7 +915,8 @@ impl BlockTable {
                 false => None,
             };
             self.wl_follow_record(b, old, e, ec);
-            if let Some(pb) = self.bounds.get_mut((b / self.per_page) as usize) {
+            let g = self.group_of(b / self.per_page);
+            if let Some(pb) = self.bounds.get_mut(g) {
                 pb.widen(e, ec);
             }
             if ns.is_free() && !os.is_free() && b >= ANCHOR_AREA {
@@ -907,6 +952,24 @@ impl BlockTable {
         first..first.saturating_add(self.per_page).min(self.n)
     }
 
+    /// The group of pages that shares page `i`'s figures (its index in `bounds` and
+    /// `Paged::counts`).
+    fn group_of(&self, i: u32) -> usize {
+        (i >> self.group_shift) as usize
+    }
+
+    /// The pages of group `g`.
+    fn group_pages(&self, g: u32) -> core::ops::Range<u32> {
+        let first = (g << self.group_shift).min(self.page_count());
+        first..(first + (1 << self.group_shift)).min(self.page_count())
+    }
+
+    /// The blocks whose records the pages of group `g` hold.
+    fn group_range(&self, g: u32) -> core::ops::Range<u32> {
+        let p = self.group_pages(g);
+        self.page_range(p.start).start..self.page_range(p.end.max(1) - 1).end
+    }
+
     /// Marks block-table page `i` to be written whole by the next checkpoint.
     pub fn mark_page(&mut self, i: u32) {
         if let Some(w) = self.forced.get_mut((i / 32) as usize) {
@@ -924,9 +987,10 @@ impl BlockTable {
         }
     }
 
-    /// `Erased` and `Reserved` blocks in page `i`.
+    /// `Erased` and `Reserved` blocks in page `i` (paged: in its group of pages,
+    /// [`BlockTable::group_of`]).
     pub fn erased_in_page(&self, i: u32) -> u32 {
-        match self.pg().counts.get(i as usize) {
+        match self.pg().counts.get(self.group_of(i)) {
             Some(c) => c.erased_n as u32,
             None => self
                 .page_range(i)
@@ -935,9 +999,10 @@ impl BlockTable {
         }
     }
 
-    /// Free blocks in page `i` (paged: kept with every change, for pages not cached).
+    /// Free blocks in page `i` (paged: kept with every change, for pages not cached, in its
+    /// group of pages).
     pub fn free_in_page(&self, i: u32) -> u32 {
-        match self.pg().counts.get(i as usize) {
+        match self.pg().counts.get(self.group_of(i)) {
             Some(c) => c.free_n as u32,
             None => self
                 .page_range(i)
@@ -987,6 +1052,17 @@ impl BlockTable {
 
     /// Records of page `i` that differ from the page on flash.
     pub fn page_changed(&self, i: u32) -> u32 {
+        if self.is_paged() {
+            // (The changed records are the set bits of a cached page, or else the page's
+            // entries in `rec_over`.)
+            return match self.page_recs(i) {
+                Some(p) => p.changed.iter().map(|w| w.count_ones()).sum(),
+                None => {
+                    let r = self.page_range(i);
+                    self.pg().rec_over.range_len(&r.start, &r.end) as u32
+                }
+            };
+        }
         self.changed_in.get(i as usize).map_or(0, |&c| c as u32)
     }
 
@@ -1205,7 +1281,10 @@ impl BlockTable {
     /// No closed block of page `i` outside the journal has fewer live bytes than this
     /// (`u32::MAX`: none has any, or the page has no bounds).
     pub fn used_lo(&self, i: u32) -> u32 {
-        self.pg().counts.get(i as usize).map_or(0, |c| c.used_lo)
+        self.pg()
+            .counts
+            .get(self.group_of(i))
+            .map_or(0, |c| c.used_lo)
     }
 
     /// `live_files` and `used` counted from the records, in one pass (every least count
@@ -1266,7 +1345,7 @@ impl BlockTable {
     /// Whether page `i`'s bounds hold its blocks' current wear `v` (`Err` names what does
     /// not; debug checks, also of every page read from flash).
     pub fn bounds_hold(&self, i: u32, v: &[Wear]) -> core::result::Result<(), &'static str> {
-        let Some(&pb) = self.bounds.get(i as usize) else {
+        let Some(&pb) = self.bounds.get(self.group_of(i)) else {
             return Ok(());
         };
         let (flo, fhi) = self.free_ec_range(i);
@@ -1595,7 +1674,8 @@ impl BlockTable {
         self.wl_follow_wear(b, e, old, w.ec);
         let i = b / self.per_page;
         let k = (b - i * self.per_page) as usize;
-        if let Some(pb) = self.bounds.get_mut(i as usize) {
+        let g = self.group_of(i);
+        if let Some(pb) = self.bounds.get_mut(g) {
             // (Also for a block `leaving` the free pool: replay counts an erase of a block
             // that stays free that way.)
             pb.widen(e, Some(w.ec));
@@ -1794,17 +1874,34 @@ impl BlockTable {
             }
         }
         self.wl = wl;
-        self.page_seen(i, &v);
+        if self.group_shift > 0 {
+            // Pages that share figures load in order: the group's bounds start from its first
+            // page and take in each page after it (the counts follow every record's change).
+            let first = r.start;
+            let pb = PageBounds::exact(&v, |k| self.get(first + k as u32));
+            let at_start = i & ((1 << self.group_shift) - 1) == 0;
+            let g = self.group_of(i);
+            if let Some(x) = self.bounds.get_mut(g) {
+                *x = if at_start { pb } else { x.merge(pb) };
+            }
+        } else {
+            self.page_seen(i, &v);
+        }
         if !self.is_paged() && self.cache.len() < self.cache_pages as usize {
             self.cache.push(Cached { i, wear: v });
         }
     }
 
     /// Page `i`'s blocks have wear `v` now (read from flash, or loaded): its bounds become
-    /// exact.
+    /// exact. (Pages that share their figures, [`figure_group`]: those of the group become
+    /// exact when every page of it is cached, and stay as wide as they are until then.)
     pub fn page_seen(&mut self, i: u32, v: &[Wear]) {
         if self.is_paged() && self.cached_page(i).is_none() {
             // (Its records are not in RAM: the bounds stay as wide as they are.)
+            return;
+        }
+        if self.group_shift > 0 {
+            self.group_seen(self.group_of(i) as u32);
             return;
         }
         let first = self.page_range(i).start;
@@ -1820,6 +1917,30 @@ impl BlockTable {
         }
     }
 
+    /// Paged pages sharing figures: group `g`'s figures become exact if every page of it is
+    /// cached (records and wear in RAM).
+    fn group_seen(&mut self, g: u32) {
+        let mut pb: Option<PageBounds> = None;
+        for j in self.group_pages(g) {
+            let Some(w) = self.cached_page(j) else {
+                return;
+            };
+            let first = self.page_range(j).start;
+            let e = PageBounds::exact(w, |k| self.get(first + k as u32));
+            pb = Some(match pb {
+                Some(x) => x.merge(e),
+                None => e,
+            });
+        }
+        let c = PageCounts::exact(self.group_range(g).map(|b| self.get(b)));
+        if let Some(x) = self.pgm().counts.get_mut(g as usize) {
+            *x = c;
+        }
+        if let (Some(pb), Some(x)) = (pb, self.bounds.get_mut(g as usize)) {
+            *x = pb;
+        }
+    }
+
     /// Whether RAM holds the wear of page `i`'s blocks (it is cached, or has no copy on
     /// flash): a scan reads nothing for it.
     pub fn page_in_ram(&self, i: u32) -> bool {
@@ -1830,22 +1951,24 @@ impl BlockTable {
     /// (`u32::MAX` above: no bound).
     pub fn free_ec_range(&self, i: u32) -> (u32, u32) {
         self.bounds
-            .get(i as usize)
+            .get(self.group_of(i))
             .map_or((0, u32::MAX), |pb| (pb.free_lo as u32, upper(pb.free_hi)))
     }
 
     /// The oldest age a block of page `i` may have ([`Wear::age`]; `None`: no bound).
     pub fn oldest_age(&self, i: u32) -> Option<u32> {
-        self.bounds.get(i as usize).map(|pb| pb.oldest)
+        self.bounds.get(self.group_of(i)).map(|pb| pb.oldest)
     }
 
     /// Bounds for static wear leveling's figures in page `i`: no block wear leveling may move
     /// has an erase count below the first, none in circulation one above the second
     /// (`u32::MAX`: no bound).
     pub fn wl_ec_range(&self, i: u32) -> (u32, u32) {
-        self.bounds.get(i as usize).map_or((0, u32::MAX), |pb| {
-            (pb.movable_lo as u32, upper(pb.circ_hi))
-        })
+        self.bounds
+            .get(self.group_of(i))
+            .map_or((0, u32::MAX), |pb| {
+                (pb.movable_lo as u32, upper(pb.circ_hi))
+            })
     }
 
     /// Loads a record a delta node carried (mount, after the pages): it differs from its page.
@@ -2038,8 +2161,11 @@ impl BlockTable {
             // address, counts and bounds; the cached pages' records, wear and bits.
             let page = per_page as usize * 12 + 64;
             let cached = cache_pages.min((records_ram / 8 / page).max(4)).max(3);
+            let groups = pages.div_ceil(figure_group(pages as u32, records_ram, cached) as usize);
             return pages.div_ceil(32) * 4
-                + pages * (2 + core::mem::size_of::<Addr>() + core::mem::size_of::<PageBounds>())
+                + pages * core::mem::size_of::<Addr>()
+                + groups
+                    * (core::mem::size_of::<PageBounds>() + core::mem::size_of::<PageCounts>())
                 + cached.min(pages) * (page + 32)
                 + ANCHOR_AREA as usize * 12
                 + 2 * CANDIDATES * 8;
@@ -2477,6 +2603,26 @@ mod tests {
         // Bits above the 24 are not part of an age.
         pb.widen_age(0x0100_0000 | 0xFF_FFE0);
         assert_eq!(pb.oldest, 0xFF_FFE0);
+    }
+
+    /// Paged records share page figures only where one per page would outgrow an eighth of
+    /// `records_ram`, and never more pages than the cache holds beside the anchor area's.
+    #[test]
+    fn pages_share_figures_only_past_their_share_of_records_ram() {
+        let per = core::mem::size_of::<PageBounds>() + core::mem::size_of::<PageCounts>();
+        // 64 GiB of 2 KiB-page NAND (524,288 blocks, 168 records a page), default config:
+        // 3,121 pages, 7 cached.
+        let g = figure_group(3121, 128 << 10, 7);
+        assert_eq!(g, 4);
+        assert!(3121usize.div_ceil(4) * per <= 16 << 10);
+        assert!(3121usize.div_ceil(2) * per > 16 << 10);
+        // 64 GiB of 4 KiB pages (387 pages): one per page fits.
+        assert_eq!(figure_group(387, 128 << 10, 4), 1);
+        // No budget at all: as many as the cache allows beside the anchor area's page.
+        assert_eq!(figure_group(7, 0, 3), 2);
+        assert_eq!(figure_group(1000, 0, 7), 4);
+        assert_eq!(figure_group(100_000, 0, 1000), 64);
+        assert_eq!(figure_group(1000, 0, 1), 1);
     }
 
     /// With one cached page of 12, whatever happens to records and wear (states, logs, erase

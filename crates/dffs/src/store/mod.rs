@@ -796,7 +796,7 @@ impl<F: Flash> Store<F> {
     /// its page is loaded.
     pub fn begin_table_load(&mut self) {
         // The old table goes first: a mount holds one table, not two.
-        self.table = BlockTable::for_load(0, 1, 1, 1, false);
+        self.table = BlockTable::for_load(0, 1, 1, 1, false, 1);
         let g = self.p.geometry;
         let width = 6 + (32 - g.block_size().leading_zeros()) as usize;
         let packed = (g.blocks as usize * width).div_ceil(8);
@@ -812,8 +812,17 @@ impl<F: Flash> Store<F> {
             }
             false => self.table_cache as usize,
         };
-        self.table =
-            BlockTable::for_load(g.blocks, self.p.bt_entries(), g.block_size(), cache, paged);
+        let pages = g.blocks.div_ceil(self.p.bt_entries().max(1));
+        // (A table that pages caches three pages at least, `BlockTable::for_load`.)
+        let group = block_table::figure_group(pages, records_ram, cache.max(3));
+        self.table = BlockTable::for_load(
+            g.blocks,
+            self.p.bt_entries(),
+            g.block_size(),
+            cache,
+            paged,
+            group,
+        );
     }
 
     /// Loads block-table page `i`, read at `a`.
