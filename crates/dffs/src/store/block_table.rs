@@ -952,6 +952,12 @@ impl BlockTable {
         first..first.saturating_add(self.per_page).min(self.n)
     }
 
+    /// Whether pages share figures (paged records only: a build without the `paged-records`
+    /// feature links none of it).
+    fn grouped(&self) -> bool {
+        self.is_paged() && self.group_shift > 0
+    }
+
     /// The group of pages that shares page `i`'s figures (its index in `bounds` and
     /// `Paged::counts`).
     fn group_of(&self, i: u32) -> usize {
@@ -1874,7 +1880,7 @@ impl BlockTable {
             }
         }
         self.wl = wl;
-        if self.group_shift > 0 {
+        if self.grouped() {
             // Pages that share figures load in order: the group's bounds start from its first
             // page and take in each page after it (the counts follow every record's change).
             let first = r.start;
@@ -1900,7 +1906,7 @@ impl BlockTable {
             // (Its records are not in RAM: the bounds stay as wide as they are.)
             return;
         }
-        if self.group_shift > 0 {
+        if self.grouped() {
             self.group_seen(self.group_of(i) as u32);
             return;
         }

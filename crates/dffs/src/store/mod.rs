@@ -814,7 +814,10 @@ impl<F: Flash> Store<F> {
         };
         let pages = g.blocks.div_ceil(self.p.bt_entries().max(1));
         // (A table that pages caches three pages at least, `BlockTable::for_load`.)
-        let group = block_table::figure_group(pages, records_ram, cache.max(3));
+        let group = match paged {
+            true => block_table::figure_group(pages, records_ram, cache.max(3)),
+            false => 1,
+        };
         self.table = BlockTable::for_load(
             g.blocks,
             self.p.bt_entries(),
