@@ -1883,18 +1883,15 @@ impl BlockTable {
             }
         }
         self.wl = wl;
-        if self.grouped() {
-            // Pages that share figures load in order: the group's bounds start from its first
-            // page and take in each page after it (the counts follow every record's change).
-            let first = r.start;
-            let pb = PageBounds::exact(&v, |k| self.get(first + k as u32));
-            let at_start = i & ((1 << self.group_shift) - 1) == 0;
-            let g = self.group_of(i);
-            if let Some(x) = self.bounds.get_mut(g) {
-                *x = if at_start { pb } else { x.merge(pb) };
-            }
-        } else {
-            self.page_seen(i, &v);
+        // Pages load in order: a group's bounds start from its first page and take in each
+        // page after it (one page to a group unless pages share figures); the counts followed
+        // every record's change from the bad blocks the table started with.
+        let first = r.start;
+        let pb = PageBounds::exact(&v, |k| self.get(first + k as u32));
+        let at_start = i & ((1 << self.group_shift) - 1) == 0;
+        let g = self.group_of(i);
+        if let Some(x) = self.bounds.get_mut(g) {
+            *x = if at_start { pb } else { x.merge(pb) };
         }
         if !self.is_paged() && self.cache.len() < self.cache_pages as usize {
             self.cache.push(Cached { i, wear: v });
